@@ -1,0 +1,64 @@
+"""The `dspark-sim` command line: a typer app assembled from one module per room.
+
+Each command module exposes `register(app)`; commands parse options, call the library and
+print. Heavy libraries (torch, transformers) are imported inside the commands that need them,
+so `dspark-sim --help` and the simulator commands start fast.
+"""
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ..errors import InputError
+
+app = typer.Typer(
+    name="dspark-sim",
+    help="Simulate and plan LLM serving with speculative decoding "
+         "(none, MTP-1, static-k, DSpark confidence-scheduled verification).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+# Command modules register themselves here (one per room; see architecture.md).
+_COMMAND_MODULES: list[str] = ["profiles_cmd"]
+
+
+def _register_all() -> None:
+    import importlib
+
+    for name in _COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(app)
+
+
+_register_all()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; bad input exits with status 2 and a one-line message, never a traceback."""
+    try:
+        rc = app(args=argv, prog_name="dspark-sim", standalone_mode=False)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return 2
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        return 1
+    except typer.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    except Exception as exc:
+        # Usage errors of click (or typer's vendored click): they know how to show themselves.
+        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()
+            return exc.exit_code
+        raise
+    return rc if isinstance(rc, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

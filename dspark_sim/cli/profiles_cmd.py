@@ -1,0 +1,47 @@
+"""`dspark-sim profiles`: list and check hardware and acceptance profiles."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    profiles = typer.Typer(help="List the shipped profiles and check profile files.",
+                           no_args_is_help=True)
+
+    @profiles.command("list")
+    def list_profiles() -> None:
+        """List the hardware and acceptance profiles shipped with dspark-sim."""
+        from ..profiles import shipped_acceptance_names, shipped_hw_names
+
+        typer.echo("hardware profiles (hw_profiles/):")
+        for name in shipped_hw_names():
+            typer.echo(f"  {name}")
+        typer.echo("acceptance profiles (dspark_sim/data/acceptance/):")
+        for name in shipped_acceptance_names():
+            typer.echo(f"  {name}")
+
+    @profiles.command("check")
+    def check(paths: list[Path] = typer.Argument(..., help="Profile files (.yaml hardware, "
+                                                          ".json acceptance) or shipped names.")) -> None:
+        """Validate profile files; exits 2 naming FILE:LINE and the field on the first error."""
+        from ..profiles.registry import (acceptance_profile_path, hw_profile_path,
+                                         load_acceptance_profile, load_hw_profile)
+        from ..errors import InputError
+
+        for path in paths:
+            text = str(path)
+            try:
+                hw_path = hw_profile_path(text)
+            except InputError:
+                hw_path = None
+            if hw_path is not None and hw_path.suffix in (".yaml", ".yml"):
+                prof = load_hw_profile(hw_path)
+                typer.echo(f"{hw_path}: hardware profile '{prof.name}' ({prof.source}) OK")
+            else:
+                acc = load_acceptance_profile(acceptance_profile_path(text))
+                typer.echo(f"{text}: acceptance profile '{acc.name}' gamma={acc.gamma} "
+                           f"tasks={','.join(acc.tasks)} OK")
+
+    app.add_typer(profiles, name="profiles")

@@ -1,0 +1,127 @@
+"""Atomic writes and structured-file reading that keeps line numbers for error messages."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from .errors import InputError
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write text to `path` via a temporary file and a rename."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json_atomic(path: str | Path, obj: Any, indent: int | None = 2) -> None:
+    """Write JSON to `path` atomically."""
+    write_text_atomic(path, json.dumps(obj, indent=indent) + "\n")
+
+
+def write_yaml_atomic(path: str | Path, obj: Any) -> None:
+    """Write YAML to `path` atomically, keeping key order."""
+    write_text_atomic(path, yaml.safe_dump(obj, sort_keys=False, default_flow_style=None, width=100))
+
+
+class LineMap:
+    """Maps field paths ('step_time.seconds', 'tasks.chat.requests[3]') to 1-based lines.
+
+    The map is built lazily from the document text on the first lookup, so reading a large
+    valid file costs nothing extra; only error paths pay for the YAML composer.
+    """
+
+    def __init__(self, text: str | None = None) -> None:
+        self._text = text
+        self._lines: dict[str, int] | None = None
+
+    def _build(self) -> dict[str, int]:
+        if self._lines is None:
+            self._lines = {}
+            if self._text is not None:
+                try:
+                    node = yaml.compose(self._text)
+                except yaml.YAMLError:
+                    node = None
+                if node is not None:
+                    _yaml_lines(node, "", self._lines)
+        return self._lines
+
+    def line(self, field: str | None) -> int | None:
+        """Line of `field`, or of its closest recorded parent."""
+        lines = self._build()
+        while field:
+            if field in lines:
+                return lines[field]
+            field = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", field) if re.search(r"[.\[]", field) else None
+        return None
+
+
+def _yaml_lines(node: yaml.Node, prefix: str, out: dict[str, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+            out[key] = key_node.start_mark.line + 1
+            _yaml_lines(value_node, key, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            key = f"{prefix}[{i}]"
+            out[key] = item.start_mark.line + 1
+            _yaml_lines(item, key, out)
+
+
+def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
+    """Parse a YAML file; return the data and a LineMap for error messages."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", file=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file=path, line=line) from None
+    return data, LineMap(text)
+
+
+def read_json(path: str | Path) -> tuple[Any, LineMap]:
+    """Parse a JSON file; return the data and a LineMap of its top-level and nested keys."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", file=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    # JSON is (nearly) a subset of YAML, so the YAML composer finds key lines on error paths.
+    return data, LineMap(text)

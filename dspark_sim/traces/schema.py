@@ -1,0 +1,136 @@
+"""Trace files (formats.md): JSON Lines, one request per line. Load with validation, write atomically."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..fileio import write_text_atomic
+
+DEFAULT_TASK = "default"
+
+
+@dataclass
+class Trace:
+    """Requests of a trace as column arrays, in arrival order."""
+
+    ids: np.ndarray            # object array of str
+    arrival_s: np.ndarray      # float64, non-decreasing
+    prompt_tokens: np.ndarray  # int64 >= 1
+    output_tokens: np.ndarray  # int64 >= 1
+    task: np.ndarray           # object array of str
+    name: str = "trace"
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame({"id": self.ids, "arrival_s": self.arrival_s,
+                             "prompt_tokens": self.prompt_tokens,
+                             "output_tokens": self.output_tokens, "task": self.task})
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, name: str = "trace") -> "Trace":
+        """Build a trace from a DataFrame with the trace columns (id and task optional)."""
+        n = len(frame)
+        ids = frame["id"].astype(str).to_numpy(dtype=object) if "id" in frame \
+            else np.array([str(i + 1) for i in range(n)], dtype=object)
+        task = frame["task"].astype(str).to_numpy(dtype=object) if "task" in frame \
+            else np.full(n, DEFAULT_TASK, dtype=object)
+        return cls(ids=ids, arrival_s=frame["arrival_s"].to_numpy(dtype=float),
+                   prompt_tokens=frame["prompt_tokens"].to_numpy(dtype=np.int64),
+                   output_tokens=frame["output_tokens"].to_numpy(dtype=np.int64),
+                   task=task, name=name)
+
+
+def _fail(path: Path, lineno: int, field: str | None, message: str) -> InputError:
+    return InputError(message, file=path, line=lineno, field=field)
+
+
+def _int_field(rec: dict, key: str, path: Path, lineno: int) -> int:
+    if key not in rec:
+        raise _fail(path, lineno, key, "missing required field")
+    v = rec[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _fail(path, lineno, key, f"expected an integer, got {v!r}")
+    if v < 1:
+        raise _fail(path, lineno, key, f"must be >= 1, got {v}")
+    return v
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a JSONL trace; any violation raises InputError naming FILE:LINE and field."""
+    path = Path(path)
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("trace file not found", file=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read trace: {exc.strerror}", file=path) from None
+    ids, arrivals, prompts, outputs, tasks = [], [], [], [], []
+    seen: set[str] = set()
+    last_arrival = 0.0
+    with handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise _fail(path, lineno, None, f"not valid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise _fail(path, lineno, None, "expected a JSON object")
+            if "arrival_s" not in rec:
+                raise _fail(path, lineno, "arrival_s", "missing required field")
+            arrival = rec["arrival_s"]
+            if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) \
+                    or not math.isfinite(arrival):
+                raise _fail(path, lineno, "arrival_s", f"expected a finite number, got {arrival!r}")
+            if arrival < 0:
+                raise _fail(path, lineno, "arrival_s", f"must be >= 0, got {arrival}")
+            if arrival < last_arrival:
+                raise _fail(path, lineno, "arrival_s",
+                            f"arrivals must be non-decreasing ({arrival} after {last_arrival})")
+            last_arrival = arrival
+            prompt = _int_field(rec, "prompt_tokens", path, lineno)
+            output = _int_field(rec, "output_tokens", path, lineno)
+            rid = rec.get("id", str(lineno))
+            if not isinstance(rid, str) or not rid:
+                raise _fail(path, lineno, "id", f"expected a non-empty string, got {rid!r}")
+            if rid in seen:
+                raise _fail(path, lineno, "id", f"duplicate id {rid!r}")
+            seen.add(rid)
+            task = rec.get("task", DEFAULT_TASK)
+            if not isinstance(task, str) or not task:
+                raise _fail(path, lineno, "task", f"expected a non-empty string, got {task!r}")
+            ids.append(rid)
+            arrivals.append(float(arrival))
+            prompts.append(prompt)
+            outputs.append(output)
+            tasks.append(task)
+    if not ids:
+        raise InputError("trace has no requests", file=path)
+    return Trace(ids=np.array(ids, dtype=object), arrival_s=np.array(arrivals, dtype=float),
+                 prompt_tokens=np.array(prompts, dtype=np.int64),
+                 output_tokens=np.array(outputs, dtype=np.int64),
+                 task=np.array(tasks, dtype=object), name=path.stem)
+
+
+def dumps_trace(trace: Trace) -> str:
+    """JSONL text of a trace (arrival times rounded to microseconds)."""
+    rows = []
+    for rid, arr, p, o, t in zip(trace.ids, trace.arrival_s, trace.prompt_tokens,
+                                 trace.output_tokens, trace.task):
+        rows.append(json.dumps({"id": str(rid), "arrival_s": round(float(arr), 6),
+                                "prompt_tokens": int(p), "output_tokens": int(o), "task": str(t)}))
+    return "\n".join(rows) + "\n"
+
+
+def write_trace(path: str | Path, trace: Trace) -> None:
+    """Write a trace as JSONL, atomically."""
+    write_text_atomic(path, dumps_trace(trace))
