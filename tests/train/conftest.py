@@ -25,15 +25,17 @@ def _one_thread():
     torch.set_num_threads(old)
 
 
-def tiny_target(seed: int = 0, layers: int = 4) -> LlamaForCausalLM:
+def tiny_target(seed: int = 0, layers: int = 4, vocab: int = VOCAB, eos: int | None = 2,
+                sharpen: float = 8.0) -> LlamaForCausalLM:
     """A small random Llama whose distributions are peaked enough to be learnable."""
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+                      tie_word_embeddings=True, bos_token_id=1, eos_token_id=eos, pad_token_id=0)
     model = LlamaForCausalLM(cfg).eval()
+    model.generation_config.eos_token_id = eos
     with torch.no_grad():
-        model.model.embed_tokens.weight.mul_(8.0)
+        model.model.embed_tokens.weight.mul_(sharpen)
     return model
 
 
@@ -71,7 +73,7 @@ def distill_records(model: LlamaForCausalLM, n: int = 40, prompt_len: int = 8, n
 
 
 def tiny_config(kind: str, model: LlamaForCausalLM, **kw) -> DrafterConfig:
-    args = dict(gamma=4, draft_vocab=64, seq_rank=8)
+    args = dict(gamma=4, draft_vocab=64, seq_rank=8, taps=[0, 1, 2])
     args.update(kw)
     return DrafterConfig.for_target(kind, model.config, **args)
 
@@ -108,3 +110,29 @@ def cache(target, tmp_path_factory) -> FeatureCache:
 def vocab_ids(cache) -> torch.Tensor:
     counts = cache.token_counts(responses_only=False)
     return torch.tensor(counts.argsort(kind="stable")[::-1][:64].copy())
+
+
+VAL_KEY = {"mtp1": "soft_ce", "eagle3": "soft_ce", "dflash": "ce", "dspark": "tv"}
+
+
+@pytest.fixture(scope="session")
+def trained(target, cache, vocab_ids, tmp_path_factory) -> dict:
+    """Every kind trained for 30 steps on the tiny target: {kind: (module, val before, val after,
+    run directory)}. Shared by the training and the losslessness tests."""
+    from dspark_sim.train.objectives import LossWeights
+    from dspark_sim.train.trainer import Trainer, TrainConfig
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out = {}
+    for kind in KINDS:
+        mod = bound_module(tiny_config(kind, target), target, vocab_ids)
+        cfg = TrainConfig(steps=30, row_len=128, rows_per_batch=2, lr=3e-3, val_fraction=0.15,
+                          loss=LossWeights(anchors_per_row=24, chunk=128))
+        run_dir = tmp_path_factory.mktemp(f"run-{kind}")
+        tr = Trainer(mod, cache, TargetHead.from_model(target), cfg, run_dir)
+        before = tr.validate()[VAL_KEY[kind]]
+        tr.run()
+        out[kind] = (mod.eval(), before, tr.validate()[VAL_KEY[kind]], run_dir)
+    torch.set_num_threads(old)
+    return out

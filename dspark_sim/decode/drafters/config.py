@@ -5,21 +5,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..target import default_taps
+
 KINDS = ("mtp1", "eagle3", "dflash", "dspark")
-
-
-def default_taps(num_target_layers: int, n_taps: int = 5) -> list[int]:
-    """Up to `n_taps` decoder layers spread from the bottom to below the top (never the last).
-
-    30 layers -> [1, 8, 14, 20, 27]; 36 layers -> [1, 9, 17, 25, 33] (DSpark's choice);
-    tiny test targets use layers 0 .. L-2.
-    """
-    low, top = (1, num_target_layers - 3) if num_target_layers >= 8 else (0, num_target_layers - 2)
-    top = max(low, top)
-    n = max(1, min(n_taps, top - low + 1))
-    if n == 1:
-        return [(low + top) // 2]
-    return sorted({int(round(low + i * (top - low) / (n - 1))) for i in range(n)})
 
 
 @dataclass
@@ -87,7 +75,7 @@ class DrafterConfig:
             vocab_size=int(tc.vocab_size), num_target_layers=n_layers,
             rms_norm_eps=float(getattr(tc, "rms_norm_eps", 1e-5)), rope_theta=theta,
             num_layers=2 if kind in ("dflash", "dspark") else 1,
-            taps=default_taps(n_layers),
+            taps=list(default_taps(n_layers)),
         )
         base.update(overrides)
         return cls(**base)

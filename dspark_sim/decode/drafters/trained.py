@@ -160,3 +160,20 @@ def shipped_factory(kind: str):
                              field="--drafter")
         return load_trained(path, target, name=kind)
     return factory
+
+
+_HELP = {"mtp1": "trained MTP-1 (one draft per step) for the embedded target",
+         "eagle3": "trained Eagle3 (autoregressive, fused target features) for the embedded target",
+         "dflash": "trained DFlash (parallel block drafter) for the embedded target",
+         "dspark": "trained DSpark (DFlash + Markov head + calibrated confidence head) for the "
+                   "embedded target"}
+
+
+def register() -> None:
+    """Offer the shipped checkpoints by kind and load any checkpoint directory by path."""
+    from .base import register_checkpoint_kind, register_drafter
+    from .config import KINDS
+
+    for kind in KINDS:
+        register_drafter(kind, shipped_factory(kind), _HELP[kind])
+        register_checkpoint_kind(kind, lambda path, target: load_trained(path, target))
