@@ -136,3 +136,34 @@ def trained(target, cache, vocab_ids, tmp_path_factory) -> dict:
         out[kind] = (mod.eval(), before, tr.validate()[VAL_KEY[kind]], run_dir)
     torch.set_num_threads(old)
     return out
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|>"
+                 "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant {% endif %}")
+
+
+def tiny_tokenizer():
+    """A word-level tokenizer over VOCAB ids (built in memory, no download)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<s>", "<|im_end|>", "<|im_start|>", "<unk>"]
+    words = [f"w{i}" for i in range(VOCAB - len(specials) - 3)] + ["user", "assistant", "system"]
+    vocab = {t: i for i, t in enumerate(specials + words)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>",
+                                   eos_token="<|im_end|>", unk_token="<unk>",
+                                   additional_special_tokens=["<|im_start|>"])
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny target saved as a model directory with its tokenizer (`--target DIR`)."""
+    path = tmp_path_factory.mktemp("tiny-target")
+    model = tiny_target(seed=0, layers=4)
+    model.save_pretrained(path)
+    tiny_tokenizer().save_pretrained(path)
+    return path
