@@ -6,7 +6,7 @@ import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -18,6 +18,19 @@ TARGET_HELP = ("Target model: 'embedded' (SmolLM2-135M-Instruct from the llm-smo
 DRAFTER_HELP = ("Drafter: none (plain decoding), ngram (prompt lookup), any other registered "
                 "name, or a drafter checkpoint path.")
 DEVICE_HELP = "auto (a GPU when present, bf16 there; else CPU, fp32), cpu or cuda."
+
+# Options shared by `generate` and `measure`.
+TargetOpt = Annotated[str, typer.Option("--target", help=TARGET_HELP)]
+DrafterOpt = Annotated[str, typer.Option("--drafter", help=DRAFTER_HELP)]
+MaxNewOpt = Annotated[int, typer.Option("--max-new-tokens", help="Most tokens generated per prompt.")]
+TemperatureOpt = Annotated[float, typer.Option("--temperature", help="0 = greedy; > 0 samples.")]
+TopKOpt = Annotated[int, typer.Option("--top-k", help="Keep the k most likely tokens (0 = off).")]
+TopPOpt = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass (1 = off).")]
+GammaOpt = Annotated[int, typer.Option("--gamma", help="Most drafts proposed and verified per step.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the sampling random streams.")]
+ChatOpt = Annotated[bool, typer.Option("--chat/--no-chat", help="Apply the chat template.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
+ThreadsOpt = Annotated[int, typer.Option("--threads", help="torch CPU threads (0 = torch's default).")]
 
 
 def _check_common(gamma: int, max_new_tokens: int, temperature: float, top_k: int, top_p: float):
@@ -56,21 +69,21 @@ def register(app: typer.Typer) -> None:
     def generate(
         prompt: str = typer.Option(..., "--prompt", help="Prompt text (sent as one user turn "
                                    "through the chat template unless --no-chat)."),
-        target: str = typer.Option("embedded", "--target", help=TARGET_HELP),
-        drafter: str = typer.Option("ngram", "--drafter", help=DRAFTER_HELP),
-        max_new_tokens: int = typer.Option(128, "--max-new-tokens", help="Most tokens to generate."),
-        temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy; > 0 samples."),
-        top_k: int = typer.Option(0, "--top-k", help="Keep the k most likely tokens (0 = off)."),
-        top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling mass (1 = off)."),
-        gamma: int = typer.Option(7, "--gamma", help="Most drafts proposed and verified per step."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the sampling random stream."),
+        target: TargetOpt = "embedded",
+        drafter: DrafterOpt = "ngram",
+        max_new_tokens: MaxNewOpt = 128,
+        temperature: TemperatureOpt = 0.0,
+        top_k: TopKOpt = 0,
+        top_p: TopPOpt = 1.0,
+        gamma: GammaOpt = 7,
+        seed: SeedOpt = 0,
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object with token ids, "
                                      "text, accepted drafts per step, mean tau and tokens/s."),
         compare_ar: bool = typer.Option(False, "--compare-ar", help="Also decode plainly; report it "
                                         "under 'ar' (and whether the outputs are identical)."),
-        chat: bool = typer.Option(True, "--chat/--no-chat", help="Apply the chat template."),
-        device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-        threads: int = typer.Option(0, "--threads", help="torch CPU threads (0 = torch's default)."),
+        chat: ChatOpt = True,
+        device: DeviceOpt = "auto",
+        threads: ThreadsOpt = 0,
     ) -> None:
         """Generate text with speculative decoding on a real target and print it."""
         import torch
@@ -112,24 +125,24 @@ def register(app: typer.Typer) -> None:
     def measure(
         out: Path = typer.Option(..., "--out", help="Acceptance profile to write (NAME.acceptance."
                                  "json); the report, plots and a resumable record file go next to it."),
-        target: str = typer.Option("embedded", "--target", help=TARGET_HELP),
-        drafter: str = typer.Option("ngram", "--drafter", help=DRAFTER_HELP),
+        target: TargetOpt = "embedded",
+        drafter: DrafterOpt = "ngram",
         tasks: str = typer.Option("math,code,chat", "--tasks", help="Comma-separated NAME=FILE "
                                   "(JSONL with 'prompt', 'question' or 'turns'), NAME of a built-in "
                                   "set (math, code, chat), or FILE (rows carry a 'task' field)."),
         n: Optional[int] = typer.Option(None, "--n", help="First N prompts per task (default all)."),
-        max_new_tokens: int = typer.Option(128, "--max-new-tokens", help="Tokens generated per prompt."),
-        gamma: int = typer.Option(7, "--gamma", help="Drafts proposed and verified per step."),
-        temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy; > 0 samples."),
-        top_k: int = typer.Option(0, "--top-k", help="Keep the k most likely tokens (0 = off)."),
-        top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling mass (1 = off)."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the per-request random streams."),
+        max_new_tokens: MaxNewOpt = 128,
+        gamma: GammaOpt = 7,
+        temperature: TemperatureOpt = 0.0,
+        top_k: TopKOpt = 0,
+        top_p: TopPOpt = 1.0,
+        seed: SeedOpt = 0,
         plain: bool = typer.Option(True, "--plain/--no-plain", help="Time plain decoding of every "
                                    "prompt side by side (needed for the speedup figures)."),
         name: Optional[str] = typer.Option(None, "--name", help="Profile name (default: from --out)."),
-        chat: bool = typer.Option(True, "--chat/--no-chat", help="Apply the chat template."),
-        device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-        threads: int = typer.Option(0, "--threads", help="torch CPU threads (0 = torch's default)."),
+        chat: ChatOpt = True,
+        device: DeviceOpt = "auto",
+        threads: ThreadsOpt = 0,
     ) -> None:
         """Measure a drafter's acceptance per task; write an empirical acceptance profile and a report."""
         from rich.console import Console

@@ -47,6 +47,7 @@ def task_summary(records: list[Record], gamma: int) -> dict[str, Any]:
         "mean_tau_ci95": tau_ci(acc_sums, steps),
         "request_tau": [float(a / s + 1.0) for a, s in zip(acc_sums, steps)],
         "position_accept": np.divide(passed, reached, out=np.zeros(gamma), where=reached > 0).tolist(),
+        "position_reached": reached.astype(int).tolist(),
         "position_accept_when_drafted": np.divide(passed, offered, out=np.zeros(gamma),
                                                   where=offered > 0).tolist(),
         "run_distribution": (np.bincount(runs, minlength=gamma + 1) / max(len(runs), 1)).tolist(),
@@ -116,6 +117,7 @@ def markdown(summary: dict[str, Any], command: str, environment: str) -> str:
               f"| task | {head} |", "|---|" + "---|" * gamma]
     for name, t in tasks.items():
         lines.append(f"| {name} | " + " | ".join(_fmt(v, 3) for v in t["position_accept"]) + " |")
+        lines.append(f"| {name} (steps reaching k) | " + " | ".join(str(v) for v in t["position_reached"]) + " |")
     lines += ["", "Same, counting only steps that proposed at least k drafts:", "",
               f"| task | {head} |", "|---|" + "---|" * gamma]
     for name, t in tasks.items():

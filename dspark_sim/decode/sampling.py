@@ -69,6 +69,11 @@ class Sampling:
 
 
 def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One draw per row of a (..., V) probability tensor -> (...) token ids."""
-    flat = probs.reshape(-1, probs.shape[-1])
-    return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+    """One draw per row of a (..., V) probability tensor -> (...) token ids.
+
+    Exponential race: argmax_i p_i / E_i with E_i ~ Exp(1) picks i with probability p_i
+    (the Gumbel-max trick in ratio form); zero-probability tokens are never picked.
+    """
+    race = torch.empty_like(probs, dtype=torch.float32).exponential_(generator=generator)
+    race.clamp_min_(torch.finfo(torch.float32).tiny)      # 0 / 0 would be NaN, which argmax picks
+    return (probs.float() / race).argmax(dim=-1)

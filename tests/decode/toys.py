@@ -136,3 +136,29 @@ class ReplayDrafter(Drafter):
             k = int(torch.randint(len(tokens), (1,), generator=self.g))
             tokens[k] = (tokens[k] + 1) % self.vocab
         return Draft(torch.tensor(tokens, dtype=torch.long))
+
+
+def byte_tokenizer(chat_template: bool = True):
+    """A byte-level BPE tokenizer without merges (256 byte tokens + <eos>), built offline."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    vocab["<eos>"] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
+    if chat_template:
+        fast.chat_template = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+                              "{% if add_generation_prompt %}<assistant>{% endif %}")
+    return fast
+
+
+def save_tiny_model(path, seed: int = 0, eos: int | None = 256):
+    """Save a tiny random Llama with the byte tokenizer as a local model directory."""
+    model = tiny_llama(seed=seed, vocab=260, eos=eos)
+    model.save_pretrained(path)
+    byte_tokenizer().save_pretrained(path)
+    return path
