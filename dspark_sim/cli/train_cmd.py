@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .decode_cmd import DEVICE_HELP, TARGET_HELP
+from .decode_cmd import DEVICE_HELP, DeviceOpt, TargetOpt, ThreadsOpt
 
 GSM8K_TRAIN = "../shared/prompts/gsm8k/train.jsonl"
 
@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
     def distill(
         out: Path = typer.Option(..., "--out", help="Directory of JSONL shards (created; an "
                                  "existing one is resumed, finished prompts are skipped)."),
-        target: str = typer.Option("embedded", "--target", help=TARGET_HELP),
+        target: TargetOpt = "embedded",
         prompts: list[Path] = typer.Option([], "--prompts", help="Extra prompt JSONL files "
                                            "('prompt', 'question' or 'turns'; optional 'task', 'id')."),
         builtin: bool = typer.Option(True, "--builtin/--no-builtin", help="Include the built-in "
@@ -70,8 +70,8 @@ def register(app: typer.Typer) -> None:
         batch_size: int = typer.Option(32, "--batch-size", help="Prompts generated together."),
         max_new_tokens: int = typer.Option(160, "--max-new-tokens", help="Longest answer."),
         seed: int = typer.Option(0, "--seed", help="Seed of prompt selection and sampling."),
-        device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-        threads: int = typer.Option(0, "--threads", help="torch CPU threads (0 = torch's default)."),
+        device: DeviceOpt = "auto",
+        threads: ThreadsOpt = 0,
     ) -> None:
         """Self-distillation: the target answers training prompts; answers are cached on disk."""
         from ..train.pipeline import distill as run_distill
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
                                         "built inside the first one and reused."),
         out: Path = typer.Option(..., "--out", help="Run directory: checkpoints, metrics.jsonl, "
                                  "summary.json, and the exported drafter in OUT/drafter."),
-        target: str = typer.Option("embedded", "--target", help=TARGET_HELP),
+        target: TargetOpt = "embedded",
         budget_minutes: float = typer.Option(0.0, "--budget-minutes", help="Training time budget; "
                                              "the step count is fixed after timing the first steps."),
         steps: int = typer.Option(0, "--steps", help="Optimizer steps (overrides --budget-minutes)."),
@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
         checkpoint_minutes: float = typer.Option(5.0, "--checkpoint-minutes", help="Minutes between checkpoints."),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " Training uses bf16 "
                                    "autocast on a GPU."),
-        threads: int = typer.Option(0, "--threads", help="torch CPU threads (0 = torch's default)."),
+        threads: ThreadsOpt = 0,
     ) -> None:
         """Train a drafter on target self-distillation data (features cached once, reused)."""
         import torch
@@ -187,7 +187,7 @@ def register(app: typer.Typer) -> None:
     def calibrate(
         drafter: str = typer.Option("dspark", "--drafter", help="A drafter with a confidence head: "
                                     "dspark (the shipped checkpoint) or a checkpoint directory."),
-        target: str = typer.Option("embedded", "--target", help=TARGET_HELP),
+        target: TargetOpt = "embedded",
         prompts: Optional[Path] = typer.Option(None, "--prompts", help="Held-out prompt JSONL "
                                                "(default: held-out GSM8K train questions and "
                                                "held-out code/chat templates)."),
@@ -203,8 +203,8 @@ def register(app: typer.Typer) -> None:
                                     "reliability diagram."),
         write: bool = typer.Option(True, "--write/--dry-run", help="Store the fitted temperatures "
                                    "in the checkpoint's config.json."),
-        device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-        threads: int = typer.Option(0, "--threads", help="torch CPU threads (0 = torch's default)."),
+        device: DeviceOpt = "auto",
+        threads: ThreadsOpt = 0,
     ) -> None:
         """Fit Sequential Temperature Scaling of the confidence head on held-out rollouts."""
         from ..calibration.plot import reliability_diagram

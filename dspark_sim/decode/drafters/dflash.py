@@ -80,12 +80,9 @@ class BlockDrafter(DrafterModule):
         seg_a = segment.gather(1, anchors)
         ctx_ok = (segment.unsqueeze(1) == seg_a.unsqueeze(2)) & \
                  (pos_ctx.unsqueeze(1) < anchors.unsqueeze(2)) & valid.unsqueeze(2)   # [B, N, L]
-        ctx_ok = ctx_ok.repeat_interleave(g, dim=1)                                    # [B, N*g, L]
-        blk_id = torch.arange(n * g, device=tokens.device) // g
-        blk_ok = (blk_id.unsqueeze(1) == blk_id.unsqueeze(0)).expand(b, -1, -1)        # [B, N*g, N*g]
-        mask = torch.cat([ctx_ok, blk_ok], dim=2)
-        h = self.run_layers(x, pos_blk, mask, ctx_kv)
-        return h.reshape(b, n, g, -1)
+        for layer, kv in zip(self.layers, ctx_kv):
+            x = layer.block_forward(x, pos_blk, kv, ctx_ok, g)
+        return self.norm(x).reshape(b, n, g, -1)
 
     # ---- inference ------------------------------------------------------------------------
     def new_state(self) -> BlockState:

@@ -90,6 +90,38 @@ class Attention(nn.Module):
         return self.o_proj(out), (k_own, v_own)
 
 
+    def block_forward(self, x: torch.Tensor, pos: torch.Tensor, ctx_kv: tuple[torch.Tensor, torch.Tensor],
+                      ctx_ok: torch.Tensor, block: int) -> torch.Tensor:
+        """Training path of block drafters: x [B, N*block, d] holds N blocks; every block
+        attends to the context keys allowed by ctx_ok [B, N, L] and to all of its own block.
+
+        Same result as `forward` with the equivalent dense mask, without scoring every
+        block against every other block's keys.
+        """
+        b, nq, _ = x.shape
+        n = nq // block
+        q = self.q_norm(self.q_proj(x).view(b, nq, self.n_heads, self.hd)).transpose(1, 2)
+        cos, sin = rotary_cos_sin(pos, self.hd, self.theta, q.dtype)
+        q = apply_rotary(q, cos, sin)
+        k_own, v_own = self.keys_values(x, pos)
+        rep = self.n_heads // self.n_kv
+        k_ctx, v_ctx = (t.repeat_interleave(rep, dim=1) for t in ctx_kv)
+        k_own, v_own = (t.repeat_interleave(rep, dim=1) for t in (k_own, v_own))
+        scale = self.hd ** -0.5
+        s_ctx = (q @ k_ctx.transpose(-1, -2)) * scale                      # [B, H, N*g, L]
+        s_ctx = s_ctx.view(b, self.n_heads, n, block, -1)
+        s_ctx = s_ctx.masked_fill(~ctx_ok[:, None, :, None, :], float("-inf"))
+        qb = q.view(b, self.n_heads, n, block, self.hd)
+        kb = k_own.view(b, self.n_heads, n, block, self.hd)
+        s_blk = (qb @ kb.transpose(-1, -2)) * scale                        # [B, H, N, g, g]
+        p = torch.softmax(torch.cat([s_ctx, s_blk], dim=-1), dim=-1)
+        L = s_ctx.shape[-1]
+        out = (p[..., :L].reshape(b, self.n_heads, nq, L) @ v_ctx).view(b, self.n_heads, n, block, self.hd)
+        out = out + p[..., L:] @ v_own.view(b, self.n_heads, n, block, self.hd)
+        out = out.reshape(b, self.n_heads, nq, self.hd).transpose(1, 2).reshape(b, nq, -1)
+        return self.o_proj(out)
+
+
 class MLP(nn.Module):
     """SwiGLU feed-forward block."""
 
@@ -124,3 +156,10 @@ class DecoderLayer(nn.Module):
         h, kv = self.attn(self.attn_norm(x), pos, mask, extra_kv)
         x = x + h
         return x + self.mlp(self.mlp_norm(x)), kv
+
+    def block_forward(self, x: torch.Tensor, pos: torch.Tensor,
+                      ctx_kv: tuple[torch.Tensor, torch.Tensor], ctx_ok: torch.Tensor,
+                      block: int) -> torch.Tensor:
+        """The layer with `Attention.block_forward` (training path of block drafters)."""
+        x = x + self.attn.block_forward(self.attn_norm(x), pos, ctx_kv, ctx_ok, block)
+        return x + self.mlp(self.mlp_norm(x))
