@@ -15,7 +15,7 @@ from torch import nn
 
 from ...errors import InputError
 from ..context import Context
-from ..sampling import Sampling
+from ..sampling import Sampling, sample_from
 from ..target import Target
 from .base import Draft, Drafter
 from .checkpoint import load_module
@@ -59,17 +59,16 @@ class TrainedDrafter(Drafter):
         self._seen = 0
 
     def _new_features(self, ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
-        """Features of positions not yet given to the module [n, taps*d], and the token after each."""
+        """Features of positions not given to the module yet [n, taps*d], and the token after each."""
         feats = ctx.features
         n_have = 0 if feats is None else feats.shape[0]
-        new = feats[self._seen:n_have] if feats is not None else None
         nxt = torch.tensor(ctx.tokens[self._seen + 1:n_have + 1], dtype=torch.long,
                            device=self.module_device)
-        start, self._seen = self._seen, n_have
-        if new is None:
+        if feats is None:
             return torch.empty(0, device=self.module_device), nxt
-        del start
-        return new.reshape(new.shape[0], -1), nxt
+        new = feats[self._seen:n_have]
+        self._seen = n_have
+        return new.reshape(new.shape[0], new.shape[1] * new.shape[2]), nxt
 
     @property
     def module_device(self) -> torch.device:
@@ -88,15 +87,28 @@ class TrainedDrafter(Drafter):
         self.module.extend(self._state, feats, nxt)
         return self._propose_autoregressive(k, sampling, generator)
 
+    def _pick(self, logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Draw from draft-vocabulary logits [n, Vd]: token ids [n] and q over the full vocabulary
+        [n, V] (None when greedy). Warping the Vd logits equals warping full-vocabulary logits
+        that are -inf outside the draft vocabulary, at a fraction of the cost."""
+        ids = self.module.vocab.ids.long()
+        if sampling.greedy:
+            return ids[logits.argmax(-1)], None
+        q_sub = sampling.probs(logits)
+        tokens = ids[sample_from(q_sub, generator)]
+        if self.module.vocab.is_full:
+            return tokens, q_sub
+        q = q_sub.new_zeros(q_sub.shape[0], self.module.vocab.vocab_size)
+        return tokens, q.index_copy(-1, ids, q_sub)
+
     def _propose_block(self, anchor: int, k: int, sampling: Sampling,
                        generator: torch.Generator | None) -> Draft:
         m = self.module
         h = m.block_hidden(self._state, anchor)[:k]                    # (k, d)
         base = m.output_logits(h).float()                              # (k, Vd)
         if self.kind == "dflash":
-            full = m.vocab.to_full(base)
-            tokens = sampling.sample(full, generator)
-            return Draft(tokens, None if sampling.greedy else sampling.probs(full))
+            return Draft(*self._pick(base, sampling, generator))
         head = m.seq_head
         state = head.init_state(1, h) if head is not None else None
         prev = torch.tensor([anchor], device=h.device)
@@ -108,11 +120,10 @@ class TrainedDrafter(Drafter):
                 logits = logits + bias.float()
             if m.conf_head is not None:
                 zs.append(m.confidence_logits(h[j:j + 1], prev))
-            full = m.vocab.to_full(logits)
-            tok = sampling.sample(full, generator)
+            tok, q = self._pick(logits, sampling, generator)
             toks.append(tok)
-            if not sampling.greedy:
-                qs.append(sampling.probs(full))
+            if q is not None:
+                qs.append(q)
             prev = tok
         conf = None
         if zs:
@@ -127,11 +138,10 @@ class TrainedDrafter(Drafter):
         h = self._state.last_hidden
         toks, qs, extra = [], [], []
         for j in range(k):
-            full = m.vocab.to_full(m.output_logits(h.unsqueeze(0)).float())
-            tok = sampling.sample(full, generator)
+            tok, q = self._pick(m.output_logits(h.unsqueeze(0)).float(), sampling, generator)
             toks.append(tok)
-            if not sampling.greedy:
-                qs.append(sampling.probs(full))
+            if q is not None:
+                qs.append(q)
             if j + 1 < k:
                 h = m.step(self._state, h, tok, j + 1, extra)
         return Draft(torch.cat(toks), torch.cat(qs) if qs else None)
