@@ -26,9 +26,10 @@ distill)
     --batch-size 32 --max-new-tokens 160 --seed 0 --threads $THREADS ;;
 train)
   for kind in mtp1 eagle3 dflash dspark; do
+    rowlen=1024; [ $kind = eagle3 ] && rowlen=512     # 7 unrolled passes per row: shorter rows
     $CLI train --drafter $kind --data $RUN/distill --out $RUN/$kind --budget-minutes $BUDGET \
-      --gamma 7 --draft-vocab 8192 --seq-rank 64 --seed 0 --threads $THREADS --export $SHIP/$kind \
-      > logs/train-$kind.log 2>&1
+      --gamma 7 --draft-vocab 8192 --seq-rank 64 --row-len $rowlen --anchors 256 --seed 0 \
+      --threads $THREADS --export $SHIP/$kind > logs/train-$kind.log 2>&1
   done ;;
 calibrate)
   for t in 0 1; do

@@ -143,11 +143,12 @@ def block_loss(drafter, batch: Batch, head: TargetHead, w: LossWeights, gen: tor
     h = drafter.forward_blocks(batch.taps, batch.tokens, batch.segment, anchors, valid)
     prev = torch.cat([batch.tokens.gather(1, anchors).unsqueeze(-1), labels[..., :-1]], dim=-1)
     is_dspark = drafter.cfg.kind == "dspark"
+    with_target = is_dspark or not torch.is_grad_enabled()   # DFlash: TV only when validating
     sel = ok.reshape(-1)
     flat = lambda x: x.reshape(-1, *x.shape[ok.dim():])[sel]  # noqa: E731
     b_idx = torch.arange(anchors.shape[0], device=anchors.device).view(-1, 1, 1)
     tgt = dict(tgt_hidden=flat(batch.last[b_idx, lab_pos - 1]), tgt_lse=flat(batch.lse[b_idx, lab_pos - 1]),
-               tgt_top=flat(batch.top[b_idx, lab_pos - 1])) if is_dspark else {}
+               tgt_top=flat(batch.top[b_idx, lab_pos - 1])) if with_target else {}
     bias = drafter.block_bias(h, prev) if is_dspark else None
     terms = head_terms(drafter, head, w.chunk, flat(h), label_rows=flat(drafter.vocab.index(labels)),
                        bias=None if bias is None else flat(bias), **tgt)
@@ -157,12 +158,13 @@ def block_loss(drafter, batch: Batch, head: TargetHead, w: LossWeights, gen: tor
     weights = position_weights(g, w.position_decay, h.device) * ok.float()
     ce = _wmean(full[..., 0], weights * full[..., 4])
     metrics = {"ce": ce.item(), "agree@k": _per_slot(full[..., 3], ok)}
+    tv = _wmean(full[..., 2], weights)
+    if with_target:
+        metrics["tv"] = tv.item()
+        metrics["accept@k"] = _per_slot(1 - full[..., 2].detach(), ok)
     if not is_dspark:
         return ce, metrics
-    tv = _wmean(full[..., 2], weights)
     loss = w.ce * ce + w.tv * tv
-    metrics["tv"] = tv.item()
-    metrics["accept@k"] = _per_slot(1 - full[..., 2].detach(), ok)
     conf = drafter.confidence_logits(h, prev)
     if conf is not None:
         label = (1 - full[..., 2].detach()).clamp(0, 1)
