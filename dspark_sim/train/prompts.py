@@ -6,14 +6,12 @@ The evaluation sets (GSM8K test, HumanEval, MT-Bench) are never used here.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -26,32 +24,14 @@ class TrainPrompt:
 
 
 def read_prompt_jsonl(path: str | Path, task: str | None = None) -> list[TrainPrompt]:
-    """Read `{"prompt"|"question"|"turns": ..., "task"?: ..}` lines; errors name FILE:LINE."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("file not found", file=path)
-    out: list[TrainPrompt] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", file=path, line=lineno) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", file=path, line=lineno)
-            text = row.get("prompt", row.get("question"))
-            if text is None and isinstance(row.get("turns"), list) and row["turns"]:
-                text = row["turns"][0]
-            if not isinstance(text, str) or not text.strip():
-                raise InputError("missing or empty prompt text", file=path, line=lineno,
-                                 field="prompt")
-            row_task = row.get("task", task or "default")
-            if not isinstance(row_task, str):
-                raise InputError("must be a string", file=path, line=lineno, field="task")
-            rid = str(row.get("id", f"{path.stem}-{lineno}"))
-            out.append(TrainPrompt(id=rid, task=row_task, text=text))
+    """Prompts of a JSONL file (the decode core's loader: 'prompt', 'question' or 'turns[0]',
+    optional 'task'); ids are FILESTEM-LINE. Errors name FILE:LINE."""
+    from ..decode.prompts import load_prompts
+
+    out = []
+    for p in load_prompts(path, task):
+        line = p.source.rsplit(":", 1)[-1]
+        out.append(TrainPrompt(id=f"{Path(path).stem}-{line}", task=p.task, text=p.text))
     return out
 
 
