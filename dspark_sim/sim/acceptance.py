@@ -43,6 +43,7 @@ class AcceptanceSampler:
         n = len(self.task_index)
         mean = np.stack([survivals(s.conditional_accept(g)) for s in specs])
         self.mean_survival_by_task = mean
+        self._neg_surv_by_task = [-row for row in mean]
         self.static_confidence = not any(s.kind == "empirical" and any(r.confidence is not None
                                                                        for r in s.requests)
                                          for s in specs)
@@ -52,6 +53,7 @@ class AcceptanceSampler:
         self._row_surv = mean[self.task_index]          # also the parametric confidences
         # Parametric: one uniform per possible decode step (a request makes <= output - 1).
         slots = np.maximum(np.asarray(output_tokens, dtype=np.int64) - 1, 0)
+        self._slots = slots
         self._offset = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64) if n else slots
         self._uniform = rng.random(int(slots.sum()) + pad + 1) if self._param.any() else np.zeros(1)
         # Empirical: all measured requests of all tasks end to end; each request picks one.
@@ -102,3 +104,15 @@ class AcceptanceSampler:
         idx = self._emp_start[rows][:, None] + steps % self._emp_len[rows][:, None]
         param = self._param[rows][:, None, None]
         return np.where(param, self._row_surv[rows][:, None, :], self._emp_surv[idx])
+
+    def sequence(self, rid: int) -> tuple[bytes, int]:
+        """A request's accepted runs as bytes and their period: step s has run seq[s % period]
+        (the same values `accepted` gives)."""
+        if self._param[rid]:
+            start = int(self._offset[rid])
+            n = max(int(self._slots[rid]), 1)
+            # #{j : u < a_j} as in `accepted`; a is non-increasing, so a binary search on -a
+            runs = self._neg_surv_by_task[self.task_index[rid]].searchsorted(-self._uniform[start:start + n])
+            return runs.astype(np.uint8).tobytes(), n
+        start, n = int(self._emp_start[rid]), int(self._emp_len[rid])
+        return self._emp_acc[start:start + n].astype(np.uint8).tobytes(), n

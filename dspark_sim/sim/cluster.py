@@ -15,6 +15,7 @@ from ..traces.schema import Trace
 from .acceptance import AcceptanceSampler
 from .costs import IterationCost
 from .fast import MAX_RUN, FastReplica
+from .loop import LoopReplica
 from .policies import make_policy
 from .reference import ReferenceReplica
 from .replica import ReplicaBase
@@ -23,7 +24,7 @@ from .requests import RequestTable
 ROUTERS = ("round-robin", "least-outstanding")
 ROUTER_ALIASES = {"rr": "round-robin", "round-robin": "round-robin",
                   "lo": "least-outstanding", "least-outstanding": "least-outstanding"}
-ENGINES = {"fast": FastReplica, "reference": ReferenceReplica}
+ENGINES = ("fast", "block", "loop", "reference")
 
 
 class Router:
@@ -58,13 +59,21 @@ class Cluster:
         self.env = simpy.Environment()
         self.table = table
         self._next = 0
+        self.tracks_outstanding = router == "least-outstanding" and replicas > 1
         gamma = acceptance.gamma if acceptance is not None else 1
         probe = make_policy(policy_name, gamma)
         sampler = None
         if probe.speculative:
             sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
         cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None)
-        cls = ENGINES[engine]
+        planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
+            (sampler is None or sampler.static_confidence or not probe.needs_confidence)
+        if engine == "loop" and not planned:
+            raise InputError(f"engine 'loop' needs a policy decided per batch composition; "
+                             f"{policy_name} with this profile is not", field="engine")
+        cls = {"block": FastReplica, "loop": LoopReplica, "reference": ReferenceReplica}.get(engine)
+        if cls is None:     # "fast": per-iteration python loop where plans decide, else blocks
+            cls = LoopReplica if planned else FastReplica
         self.replicas: list[ReplicaBase] = [
             cls(i, self.env, self, table, hw, cost, make_policy(policy_name, gamma), sampler)
             for i in range(replicas)]
@@ -96,6 +105,8 @@ class Cluster:
     def run(self) -> None:
         """Simulate until every request has finished."""
         self.env.run()
+        for rep in self.replicas:
+            rep.flush()
         if (self.table.finish_ns < 0).any():   # pragma: no cover - a model bug, not bad input
             raise RuntimeError("simulation ended with unfinished requests")
 

@@ -1,19 +1,20 @@
 """Vectorised engine: advance many iterations in one numpy block per `advance()`.
 
-A run starts at an iteration boundary. Column 0 is that iteration (it may carry prefill
+A block starts at an iteration boundary. Column 0 is that iteration (it may carry prefill
 chunks); the requests whose prefill it completes join the decoding rows from column 1 on.
-For R rows x M columns the run draws the accepted runs, decides verify lengths, cumsums
-the tokens and the iteration times, and cuts at the first event that the block cannot
-represent:
+For R rows x M columns the block draws the accepted runs, takes the verify lengths, cumsums
+tokens and iteration times, and cuts at the first event it cannot represent:
 
 - a boundary at or after the next arrival that this replica could admit;
-- a finish after which the verify lengths of the remaining rows would change (composition-
-  dependent policies; checked against a cache for per-task confidences, otherwise at the
-  first finish), or after which the head of the queue fits;
-- chunked prefill that continues past column 0 (then the run is that one iteration).
+- a finish after which the head of the queue fits, or after which the remaining rows'
+  verify lengths would change (checked against per-composition plans when the policy's
+  decision depends only on who is in the batch, otherwise at the first finish);
+- chunked prefill that continues past column 0 (the block is then that one iteration).
 
-Everything up to the cut is committed; the rest is discarded. The reference engine
-(reference.py) runs the same model one iteration at a time; both give identical results.
+Columns up to the cut are committed; the rest is discarded. Decoding rows live in a
+replica-local int64 state matrix (one row per field, one column per request) and reach the
+request table when they finish. The reference engine (reference.py) runs the same model one
+iteration at a time; tests check that both give identical results.
 """
 from __future__ import annotations
 
@@ -21,8 +22,14 @@ import numpy as np
 
 from .replica import ReplicaBase
 
-MAX_RUN = 1024     # most iterations one block may span (samplers pad their draws by this)
-_NONE = np.zeros(0, dtype=np.int64)
+MAX_RUN = 1024          # most iterations one block may span (samplers pad their draws by this)
+_COLS = np.arange(MAX_RUN)
+_PLAN_CACHE_LIMIT = 4096
+
+# Fields of the state matrix. ONE, VPLUS and KV come first: one matmul with the activity mask
+# gives the per-iteration request count, batch tokens and KV context.
+ONE, VPLUS, KV, OWED, STEPS, VER, RID, NEED = range(8)
+_FIELDS = 8
 
 
 class FastReplica(ReplicaBase):
@@ -30,168 +37,271 @@ class FastReplica(ReplicaBase):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._cache: dict[tuple, np.ndarray] = {}
-        p = self.policy
-        # One decision serves every column of a block when it depends only on who is in the
-        # batch (per-task confidences), not on each step's draws or on a lagged budget.
-        self._columns_equal = not p.lag and not p.needs_accepted and \
-            (self.sampler is None or self.sampler.static_confidence or not p.needs_confidence)
-        self._cacheable = self._columns_equal and not p.independent
-        self._task = self.sampler.task_index if self.sampler is not None else None
+        p, sampler = self.policy, self.sampler
+        self._state = np.zeros((_FIELDS, 0), dtype=np.int64)
+        self._surv = np.zeros((0, self.gamma))
+        self.decoders = self._state[RID]
+        self._task = sampler.task_index if sampler is not None else None
+        self._key: tuple = ()
+        self._plans: dict[tuple, object] = {}
+        self._retired: list[tuple[np.ndarray, np.ndarray]] = []
+        # Plans serve when the decision depends only on who is in the batch.
+        self._planned = (sampler is None or sampler.static_confidence or not p.needs_confidence) \
+            and p.plan(np.zeros((1, self.gamma)), 1, self.cost) is not None
+        self._draft_ns = self.cost.fixed_drafts(p.drafts) if p.drafts is not None else None
+        hw = self.cost.hw
+        self._tables_cover = hw.max_batch_tokens is not None and hw.max_batch_requests is not None
 
     # --- verify lengths --------------------------------------------------------------------
 
-    def _one_column(self, rows: np.ndarray, base: int) -> np.ndarray:
-        """Verify lengths (R,) of an iteration whose decision depends only on its rows."""
-        key = None
-        if self._cacheable:
-            key = (tuple(self._task[rows].tolist()), base)
-            hit = self._cache.get(key)
-            if hit is not None:
-                return hit
-        r = len(rows)
-        cols = self.columns(rows, np.ones((1, r), dtype=bool), np.array([base]),
-                            np.array([self.budget - r]), None, None)
-        out = self.decide(cols, [])[0][0]
-        if key is not None:
-            self._cache[key] = out
-        return out
+    def _plan(self, key: tuple, surv: np.ndarray):
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= _PLAN_CACHE_LIMIT:
+                self._plans.clear()
+            plan = self._plans[key] = self.policy.plan(surv, self.budget - len(surv), self.cost)
+        return plan
 
-    def _decide_block(self, rows: np.ndarray, base: int, steps: np.ndarray, accepted: np.ndarray,
-                      history: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Verify lengths (R, C) and raw lagged budgets (C,) of C consecutive iterations in
-        which every row decodes; steps and accepted are (R, C)."""
+    def _key_of(self, rows: np.ndarray) -> tuple:
+        return (len(rows),) if self._task is None else tuple(self._task[rows].tolist())
+
+    def _general_lengths(self, rows: np.ndarray, steps: np.ndarray, accepted: np.ndarray,
+                         base: int, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Verify lengths (R, C) and raw lagged budgets of C consecutive iterations in which
+        every row decodes (per-step confidences, accepted runs or lagged budgets)."""
         r, c = steps.shape
-        if self._columns_equal:
-            return np.broadcast_to(self._one_column(rows, base)[:, None], (r, c)), _NONE
         cols = self.columns(rows, np.ones((c, r), dtype=bool), np.full(c, base),
                             np.full(c, self.budget - r), steps, accepted)
         lengths, raw = self.decide(cols, history)
         return lengths.T, raw
-
-    # --- one block -------------------------------------------------------------------------
-
-    def advance(self) -> int:
-        t = self.table
-        now = int(self.env.now)
-        old = np.asarray(self.decoders, dtype=np.int64)
-        r0 = len(old)
-        # Column 0: verify lengths first (the prefill it could take is the batch's base),
-        # then prefill chunks from what the decode tokens leave.
-        pending = self.pending_prefill()
-        prefill_max = min(pending, max(0, self.budget - r0))
-        acc0 = self._accepted(old, t.steps[old][:, None])
-        verify0, raw0 = self._decide_block(old, prefill_max, t.steps[old][:, None], acc0, self.history)
-        chunks, prefill_context = self.allocate_prefill(
-            min(prefill_max, self.budget - r0 - int(verify0.sum())))
-        prefill0 = sum(take for _, take in chunks)
-        joiners = [rid for rid in self.completing(chunks) if t.output[rid] > 1]
-        rows = np.concatenate([old, np.asarray(joiners, dtype=np.int64)])
-        r1 = len(rows)
-        owed = t.output[rows] - t.generated[rows]
-        owed[r0:] -= 1                              # joiners: the prefill emits their first token
-        # Block length: enough columns to reach the first event that could end the block.
-        spans_finishes = self._cacheable or self.policy.independent
-        if prefill0 < pending or r1 == 0:
-            m = 1
-        else:
-            m = int(owed.max() if spans_finishes else owed.min()) + 1
-            t_arr = None if self.waiting else self.cluster.next_arrival_ns(self)
-            if t_arr is not None:
-                m = min(m, (t_arr - now) // self.cost.min_step_ns + 2)
-            m = max(1, min(m, MAX_RUN))
-        col = np.arange(m)
-        start = np.zeros(r1, dtype=np.int64)
-        start[r0:] = 1
-        steps = t.steps[rows][:, None] + col[None, :] - start[:, None]
-        accepted = self._accepted(rows, steps)
-        verify = np.zeros((r1, m), dtype=np.int64)
-        verify[:r0, 0] = verify0[:, 0]
-        raw = raw0
-        if m > 1:
-            rest, raw_rest = self._decide_block(rows, 0, steps[:, 1:], accepted[:, 1:],
-                                                (self.history + raw0.tolist())[-2:])
-            verify[:, 1:] = rest
-            raw = np.concatenate([raw0, raw_rest])
-        tokens = 1 + np.minimum(accepted, verify)
-        tokens[r0:, 0] = 0
-        cum = np.cumsum(tokens, axis=1)
-        done = cum >= owed[:, None]
-        fin = np.where(done.any(axis=1), done.argmax(axis=1), m)    # finish column per row
-        active = (col[None, :] >= start[:, None]) & (col[None, :] <= fin[:, None])
-        # Iteration times of every column (columns after the cut are discarded).
-        n_dec = active.sum(axis=0)
-        verify = np.where(active, verify, 0)
-        batch = n_dec + verify.sum(axis=0)
-        batch[0] += prefill0
-        kv0 = t.prompt[rows] + t.generated[rows]
-        kv0[r0:] += 1
-        context = np.where(active, kv0[:, None] + cum - tokens, 0).sum(axis=0)
-        context[0] += prefill_context
-        drafts = self.policy.drafts_per_iteration(verify.T)
-        times = now + np.cumsum(self.cost.iteration_ns(n_dec, batch, context, drafts))
-        done0 = [rid for rid in self.completing(chunks) if t.output[rid] == 1]
-        freed0 = (len(done0), int(t.kv_need[done0].sum()))
-        end = self._block_end(rows, fin, verify, times, m, r1, freed0)
-        # Commit columns 0..end.
-        self.commit_prefill(chunks, int(times[0]))
-        last = np.minimum(fin, end)
-        n_steps = np.maximum(last - start + 1, 0)
-        cum_last = cum[np.arange(r1), last]
-        t.generated[rows] += np.minimum(cum_last, owed)
-        t.steps[rows] += n_steps
-        t.accepted[rows] += cum_last - n_steps
-        t.verified[rows] += verify[:, :end + 1].sum(axis=1)
-        t.drafted[rows] += np.where(active[:, :end + 1], drafts[None, :end + 1], 0).sum(axis=1)
-        finished = fin <= end
-        self.finish(rows[finished], times[fin[finished]])
-        self.decoders = rows[~finished].tolist()
-        self.iterations += end + 1
-        self.record_history(raw[:end + 1])
-        return int(times[end])
 
     def _accepted(self, rows: np.ndarray, steps: np.ndarray) -> np.ndarray:
         if self.sampler is None or len(rows) == 0:
             return np.zeros(steps.shape, dtype=np.int64)
         return self.sampler.accepted(rows, steps)
 
-    def _block_end(self, rows: np.ndarray, fin: np.ndarray, verify: np.ndarray, times: np.ndarray,
-                   m: int, r1: int, freed0: tuple[int, int]) -> int:
-        """Last column of the block: the first event the block cannot represent. `freed0`:
-        requests (and their KV) that finish at column 0 straight from prefill."""
-        end = m - 1 if (fin >= m).any() else int(fin.max(initial=0))
-        if m > 1 and not self.waiting:
-            t_arr = self.cluster.next_arrival_ns(self)
+    # --- one block -------------------------------------------------------------------------
+
+    def advance(self) -> int:
+        now = int(self.env.now)
+        state = self._state
+        r0 = state.shape[1]
+        planned = self._planned
+        lag = self.policy.lag
+        # Column 0: verify lengths first (the prefill it could take is the batch's base),
+        # then prefill chunks from what the decode tokens leave.
+        pending = self.pending_prefill()
+        prefill_max = min(pending, max(0, self.budget - r0))
+        raw = np.zeros(1 if lag and r0 == 0 else 0, dtype=np.int64)   # as decide() with no rows
+        if r0 == 0:
+            verify0 = state[ONE]
+        elif planned:
+            verify0 = self._plan(self._key, self._surv).lengths(prefill_max)
+        else:
+            steps0 = state[STEPS][:, None]
+            lengths, raw = self._general_lengths(state[RID], steps0, self._accepted(state[RID], steps0),
+                                                 prefill_max, self.history)
+            verify0 = lengths[:, 0]
+        sum0 = int(verify0.sum())
+        chunks, prefill_context = self.allocate_prefill(min(prefill_max, self.budget - r0 - sum0))
+        prefill0 = sum(take for _, take in chunks)
+        completed = self.apply_prefill(chunks)
+        output = self.table.output
+        joiners = [rid for rid in completed if output[rid] > 1]
+        done0 = [rid for rid in completed if output[rid] == 1]
+        if joiners:
+            state = self._join(joiners)
+        rows = state[RID]
+        r1 = len(rows)
+        owed = state[OWED]
+        # Block length: enough columns to reach the first event that could end the block.
+        dependent = not self.policy.independent
+        t_arr = None if self.waiting else self.cluster.next_arrival_ns(self)
+        if prefill0 < pending or r1 == 0:
+            m = 1
+        else:
+            m = int(owed.max() if (planned or not dependent) else owed.min()) + 1
             if t_arr is not None:
-                end = min(end, int(np.searchsorted(times, t_arr, side="left")))
-        first = int(fin.min(initial=m))
-        if freed0[0] and self.head_fits_after(*freed0):
+                m = min(m, (t_arr - now) // self.cost.min_step_ns + 2)
+            m = max(1, min(m, MAX_RUN))
+        cols = _COLS[:m]
+        steps = state[STEPS][:, None] + cols
+        accepted = self._accepted(rows, steps)
+        # Tokens per row and column; verify lengths of column 0 as decided above (joiners
+        # get -1 there: no tokens), of columns 1.. for the rows after the joins.
+        first0 = np.full(r1, -1, dtype=np.int64)
+        first0[:r0] = verify0
+        if planned:
+            verify = self._plan(self._key, self._surv).lengths(0)
+            state[VPLUS] = verify + 1
+            tokens = np.minimum(accepted, verify[:, None])
+        else:
+            verify = np.zeros((r1, m), dtype=np.int64)
+            verify[:r0, 0] = verify0
+            if m > 1:
+                rest, raw_rest = self._general_lengths(rows, steps[:, 1:], accepted[:, 1:], 0,
+                                                       (self.history + raw.tolist())[-2:])
+                verify[:, 1:] = rest
+                raw = np.concatenate([raw, raw_rest])
+            tokens = np.minimum(accepted, verify)
+        tokens[:, 0] = np.minimum(accepted[:, 0], first0)
+        tokens += 1
+        cum = np.cumsum(tokens, axis=1)
+        fin = (cum < owed[:, None]).sum(axis=1)           # finish column of each row (m: later)
+        active = cols <= fin[:, None]
+        if joiners:
+            active[r0:, 0] = False
+        # Per column: decoding requests, batch tokens and KV context (column 0 as planned).
+        if planned:
+            n_dec, batch, context = state[:KV + 1] @ active
+        else:
+            verify *= active
+            n_dec = active.sum(axis=0)
+            batch = n_dec + verify.sum(axis=0)
+            context = state[KV] @ active
+        context += ((cum - tokens) * active).sum(axis=0)
+        n_dec[0] = r0
+        batch[0] = r0 + sum0 + prefill0
+        context[0] = int(state[KV, :r0].sum()) + prefill_context
+        if self._draft_ns is not None and self._tables_cover:
+            ns = self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context)
+        else:
+            drafts = self.policy.drafts
+            if drafts is None:       # goodput: this iteration's k
+                drafts = (verify[:, None] if planned else verify).max(axis=0, initial=0) \
+                    * np.ones(m, dtype=np.int64)
+                drafts[0] = int(verify0.max(initial=0))
+            ns = self.cost.iteration_ns(n_dec, batch, context, drafts)
+        ns[0] += now
+        times = np.cumsum(ns)
+        end = self._block_end(fin, verify, times, m, t_arr, done0, planned, dependent)
+        # Commit columns 0..end.
+        self.stamp_prefill(completed, int(times[0]))
+        last = np.minimum(fin, end)
+        emitted = cum[np.arange(r1), last]
+        state[KV] += emitted
+        state[OWED] -= emitted
+        state[STEPS] += last + 1
+        if planned:
+            state[VER] += verify * last + np.maximum(first0, 0)
+        else:
+            state[VER] += verify[:, :end + 1].sum(axis=1)
+        finished = fin <= end
+        if finished.any():
+            self._retire(finished, times[fin[finished]])
+        self.iterations += end + 1
+        if lag:
+            self.record_history(raw[:end + 1])
+        return int(times[end])
+
+    # --- rows in and out ---------------------------------------------------------------------
+
+    def _join(self, joiners: list[int]) -> np.ndarray:
+        """Append requests whose prefill completed (they decode from the next column)."""
+        t = self.table
+        cols = [[1, 0, int(t.prompt[r]) + 1, int(t.output[r]) - 1, -1, 0, r, int(t.kv_need[r])]
+                for r in joiners]
+        self._state = np.concatenate([self._state, np.array(cols, dtype=np.int64).T], axis=1)
+        if self.sampler is not None:
+            self._surv = np.concatenate([self._surv, self.sampler.row_survival(np.array(joiners))])
+            self._key = self._key + tuple(int(self._task[r]) for r in joiners)
+        else:
+            self._surv = np.zeros((self._state.shape[1], self.gamma))
+            self._key = (self._state.shape[1],)
+        self.decoders = self._state[RID]
+        return self._state
+
+    def _retire(self, finished: np.ndarray, finish_ns: np.ndarray) -> None:
+        """Drop finished rows (their fields reach the request table in `flush`)."""
+        gone = self._state[:, finished]
+        self._retired.append((gone, finish_ns))
+        self.release(gone.shape[1], int(gone[NEED].sum()), finish_ns)
+        keep = ~finished
+        self._state = self._state[:, keep]
+        self._surv = self._surv[keep]
+        self.decoders = self._state[RID]
+        self._key = self._key_of(self.decoders)
+
+    def flush(self) -> None:
+        """Write the retired rows to the request table."""
+        if not self._retired:
+            return
+        t = self.table
+        gone = np.concatenate([g for g, _ in self._retired], axis=1)
+        finish = np.concatenate([f for _, f in self._retired])
+        self._retired = []
+        rows, steps = gone[RID], gone[STEPS]
+        t.finish_ns[rows] = finish
+        t.steps[rows] = steps
+        t.generated[rows] = t.output[rows]
+        # decode tokens before the final clip = steps + accepted drafts
+        t.accepted[rows] = t.output[rows] - 1 - gone[OWED] - steps
+        t.verified[rows] = gone[VER]
+        # goodput drafts exactly the k it verifies; the others a fixed number per step
+        t.drafted[rows] = gone[VER] if self.policy.drafts is None else steps * self.policy.drafts
+
+    # --- where a block ends --------------------------------------------------------------------
+
+    def _block_end(self, fin: np.ndarray, verify: np.ndarray, times: np.ndarray, m: int,
+                   t_arr: int | None, done0: list[int], planned: bool, dependent: bool) -> int:
+        """Last column of the block: the first event the block cannot represent."""
+        if len(fin) == 0:
             return 0
+        last_fin = int(fin.max())
+        end = m - 1 if last_fin >= m else last_fin
+        if t_arr is not None and m > 1:
+            end = min(end, int(np.searchsorted(times, t_arr, side="left")))
+        kv_need = self.table.kv_need
+        # requests done at column 0 are no longer running but still hold their KV
+        freed_kv0 = int(kv_need[done0].sum()) if done0 else 0
+        if done0 and self.head_fits_after(0, freed_kv0):
+            return 0
+        first = int(fin.min())
         if first >= end:
             return end
-        cap_binds = self.policy.independent and m > 1 and \
-            bool((verify[:, 1:].sum(axis=0) >= self.budget - r1).any())
-        if not (self._cacheable or self.policy.independent) or cap_binds:
+        if dependent and not planned:
             return first
-        if not (self.waiting or self._cacheable):
+        if not dependent and m > 1:
+            # a length trimmed to the token budget could grow once rows leave
+            per_col = verify.sum(axis=0) if verify.ndim == 2 else int(verify.sum())
+            if np.any(per_col >= self.budget - len(fin)):
+                return first
+        if not (self.waiting or (dependent and planned)):
             return end
-        return self._finish_walk(rows, fin, verify, end, freed0)
+        return self._finish_walk(fin, end, freed_kv0, dependent and planned, verify)
 
-    def _finish_walk(self, rows: np.ndarray, fin: np.ndarray, verify: np.ndarray, end: int,
-                     freed0: tuple[int, int]) -> int:
+    def _finish_walk(self, fin: np.ndarray, end: int, freed_kv: int, check_plan: bool,
+                     verify: np.ndarray) -> int:
         """Walk the finishes before `end` in column order; stop at the first one after which
         the head of the queue fits or the remaining rows' verify lengths would change."""
-        kv_need = self.table.kv_need
-        alive = np.ones(len(rows), dtype=bool)
-        freed_n, freed_kv = freed0
-        for f in np.unique(fin[fin < end]).tolist():
+        need = self._state[NEED]
+        alive = np.ones(len(fin), dtype=bool)
+        freed_n = 0
+        uniform = int(verify[0]) if check_plan and verify.min() == verify.max() else None
+        for f in sorted(set(fin[fin < end].tolist())):
             gone = fin == f
             alive &= ~gone
             freed_n += int(gone.sum())
-            freed_kv += int(kv_need[rows[gone]].sum())
-            if self.head_fits_after(freed_n, freed_kv):
+            freed_kv += int(need[gone].sum())
+            if self.waiting and self.head_fits_after(freed_n, freed_kv):
                 return f
-            if self._cacheable and alive.any() and \
-                    not np.array_equal(self._one_column(rows[alive], 0), verify[alive, f + 1]):
-                return f
+            if check_plan and alive.any():
+                rows = self._state[RID, alive]
+                key = self._key_of(rows)
+                plan = self._plans.get(key) or self._plan(key, self._surv[alive])
+                now = plan.lengths(0)
+                same = (uniform is not None and plan_uniform(plan) == uniform) or \
+                    np.array_equal(now, verify[alive])
+                if not same:
+                    return f
         return end
+
+
+def plan_uniform(plan) -> int | None:
+    """The verify length a plan gives every row at base 0, if it is the same for all."""
+    value = getattr(plan, "_uniform0", False)
+    if value is False:
+        lengths = plan.lengths(0)
+        value = int(lengths[0]) if len(lengths) and lengths.min() == lengths.max() else None
+        plan._uniform0 = value
+    return value

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import InputError
 from .costs import IterationCost
-from .schedule import budget_batch, schedule_batch, top_k_batch
+from .schedule import RankedBatch, budget_batch, schedule_batch, top_k_batch
 
 POLICY_HELP = ("ar (no speculation), mtp1 (verify 1 draft), static-K (verify K drafts), "
                "dspark (Algorithm 1 with early stop, every iteration), dspark-lagged (budget from "
@@ -57,6 +57,12 @@ class Policy:
     def verify(self, cols: Columns, cost: IterationCost) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError
 
+    def plan(self, surv: np.ndarray, cap: int, cost: IterationCost) -> "Plan | None":
+        """For an iteration whose rows have fixed survivals `surv` (R, gamma), an object giving
+        the verify lengths at any prefill base; None when the decision needs more (per-step
+        confidences, accepted runs, lagged budgets). Must agree exactly with `verify`."""
+        return None
+
     def raw_budget(self, cols: Columns, cost: IterationCost) -> np.ndarray:
         """Per-iteration draft budget computed now and used `lag` iterations later."""
         return np.zeros(len(cols.base), dtype=np.int64)
@@ -68,6 +74,29 @@ class Policy:
         return np.full(lengths.shape[0], self.drafts, dtype=np.int64)
 
 
+class Plan:
+    """Verify lengths of one fixed batch composition as a function of the prefill base."""
+
+    def lengths(self, base: int) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def lengths_list(self, base: int) -> list[int]:
+        """`lengths` as a python list (the per-iteration engine's form); same values."""
+        return self.lengths(base).tolist()
+
+
+class FixedPlan(Plan):
+    def __init__(self, lengths: np.ndarray) -> None:
+        self._lengths = lengths
+        self._list = lengths.tolist()
+
+    def lengths(self, base: int) -> np.ndarray:
+        return self._lengths
+
+    def lengths_list(self, base: int) -> list[int]:
+        return self._list
+
+
 class NoSpeculation(Policy):
     name = "ar"
     speculative = False
@@ -76,6 +105,9 @@ class NoSpeculation(Policy):
 
     def verify(self, cols, cost):
         return np.zeros(cols.active.shape, dtype=np.int64)
+
+    def plan(self, surv, cap, cost):
+        return FixedPlan(np.zeros(len(surv), dtype=np.int64))
 
 
 class StaticK(Policy):
@@ -89,6 +121,9 @@ class StaticK(Policy):
 
     def verify(self, cols, cost):
         return cap_in_order(np.where(cols.active, self.k, 0), cols.cap)
+
+    def plan(self, surv, cap, cost):
+        return FixedPlan(cap_in_order(np.full((1, len(surv)), self.k), np.array([cap]))[0])
 
 
 class Oracle(Policy):
@@ -116,6 +151,32 @@ class DSpark(Policy):
 
     def verify(self, cols, cost):
         return schedule_batch(cols.surv, cols.active, cols.base, cols.cap, cost.sps)
+
+    def plan(self, surv, cap, cost):
+        return _SchedulePlan(RankedBatch(surv, cap), cost)
+
+
+class _SchedulePlan(Plan):
+    def __init__(self, ranked: RankedBatch, cost: IterationCost) -> None:
+        self.ranked, self.cost = ranked, cost
+        self._by_base: dict[int, np.ndarray] = {}
+        self._list0: list[int] | None = None
+
+    def lengths(self, base: int) -> np.ndarray:
+        out = self._by_base.get(base)
+        if out is None:
+            if len(self._by_base) > 64:
+                self._by_base.clear()
+            table = self.cost.sps_table(base + self.ranked.max_batch)
+            out = self._by_base[base] = self.ranked.lengths(base, table)
+        return out
+
+    def lengths_list(self, base: int) -> list[int]:
+        if base == 0:
+            if self._list0 is None:
+                self._list0 = self.ranked.lengths_py(0, self.cost.sps_list(self.ranked.max_batch))
+            return self._list0
+        return self.ranked.lengths_py(base, self.cost.sps_list(base + self.ranked.max_batch))
 
 
 class DSparkLagged(Policy):
@@ -148,17 +209,42 @@ class Goodput(Policy):
         self.gamma = gamma
 
     def verify(self, cols, cost):
-        g = self.gamma
         n = cols.active.sum(axis=1)                                   # (C,)
-        gain = cols.active.astype(float) @ cols.mean_surv             # (C, g): sum_r a[r, j]
+        best = self._best_k(cols.active.astype(float) @ cols.mean_surv, n, cols.base, cols.cap, cost)
+        return np.where(cols.active, best[:, None], 0)
+
+    def _best_k(self, gain: np.ndarray, n: np.ndarray, base: np.ndarray, cap: np.ndarray,
+                cost: IterationCost) -> np.ndarray:
+        """k maximising expected tokens / seconds; gain (C, g) = sum over rows of survivals."""
         tokens = n[:, None] + np.concatenate([np.zeros((len(n), 1)), np.cumsum(gain, axis=1)], axis=1)
-        k = np.arange(g + 1)
-        batch = (cols.base + n)[:, None] + n[:, None] * k[None, :]
+        k = np.arange(self.gamma + 1)
+        batch = (base + n)[:, None] + n[:, None] * k[None, :]
         seconds = cost.step_seconds(batch) + cost.draft_seconds(np.broadcast_to(n[:, None], batch.shape),
                                                                 np.broadcast_to(k, batch.shape))
-        rate = np.where(n[:, None] * k[None, :] <= cols.cap[:, None], tokens / seconds, -np.inf)
-        best = rate.argmax(axis=1)
-        return np.where(cols.active, best[:, None], 0)
+        rate = np.where(n[:, None] * k[None, :] <= cap[:, None], tokens / seconds, -np.inf)
+        return rate.argmax(axis=1)
+
+    def plan(self, surv, cap, cost):
+        return _GoodputPlan(self, np.ones((1, len(surv))) @ surv, len(surv), cap, cost)
+
+
+class _GoodputPlan(Plan):
+    def __init__(self, policy: Goodput, gain: np.ndarray, r: int, cap: int, cost: IterationCost) -> None:
+        self.policy, self.gain, self.r, self.cap, self.cost = policy, gain, r, cap, cost
+        self._by_base: dict[int, np.ndarray] = {}
+
+    def lengths(self, base: int) -> np.ndarray:
+        out = self._by_base.get(base)
+        if out is None:
+            if len(self._by_base) > 64:
+                self._by_base.clear()
+            k = self.policy._best_k(self.gain, np.array([self.r]), np.array([base]),
+                                    np.array([self.cap]), self.cost)
+            out = self._by_base[base] = np.full(self.r, int(k[0]), dtype=np.int64)
+        return out
+
+    def lengths_list(self, base: int) -> list[int]:
+        return [int(v) for v in self.lengths(base)]
 
 
 _STATIC = re.compile(r"^static-(\d+)$")

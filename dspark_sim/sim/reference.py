@@ -45,7 +45,7 @@ class ReferenceReplica(ReplicaBase):
         t.accepted[rows] += acc
         done = t.generated[rows] == t.output[rows]
         self.finish(rows[done], np.int64(end))
-        joiners = self.commit_prefill(chunks, end)
+        joiners = self.stamp_prefill(self.apply_prefill(chunks), end)
         self.decoders = [int(x) for x in rows[~done]] + joiners
         self.iterations += 1
         self.record_history(raw)

@@ -92,7 +92,7 @@ class ReplicaBase:
             self.cluster.dispatch_until(env.now)
             self._run_finish_ns = _EMPTY
             self.admit()
-            if not self.prefilling and not self.decoders:
+            if not self.prefilling and len(self.decoders) == 0:
                 self._wake = env.event()
                 yield self._wake
                 self._wake = None
@@ -146,11 +146,6 @@ class ReplicaBase:
             tokens -= take
         return chunks, context
 
-    def completing(self, chunks: list[tuple[int, int]]) -> list[int]:
-        """Requests whose prefill the chunks complete."""
-        t = self.table
-        return [rid for rid, take in chunks if t.prefilled[rid] + take == t.prompt[rid]]
-
     def columns(self, rows: np.ndarray, active: np.ndarray, base: np.ndarray, cap: np.ndarray,
                 steps: np.ndarray | None, accepted: np.ndarray | None) -> Columns:
         """Policy inputs for C iterations over `rows`; steps/accepted are (R, C)."""
@@ -183,28 +178,46 @@ class ReplicaBase:
 
     # --- commit --------------------------------------------------------------------------------
 
-    def finish(self, rids: np.ndarray, t_ns: np.ndarray) -> None:
+    def finish(self, rids: np.ndarray, t_ns) -> None:
         """Record finishes (eagerly, at planning time) and free their KV reservations."""
         if len(rids) == 0:
             return
-        t = self.table
-        t.finish_ns[rids] = t_ns
-        self.kv_used -= int(t.kv_need[rids].sum())
-        self.finished += len(rids)
-        self._run_finish_ns = np.concatenate([self._run_finish_ns, np.broadcast_to(t_ns, len(rids))])
+        self.table.finish_ns[rids] = t_ns
+        self.release(len(rids), int(self.table.kv_need[rids].sum()), t_ns)
 
-    def commit_prefill(self, chunks: list[tuple[int, int]], t_ns: int) -> list[int]:
-        """Apply prefill chunks ending at t; return requests that start decoding next iteration."""
+    def release(self, count: int, kv: int, t_ns) -> None:
+        """Free the slots and KV of `count` requests finishing at t (scalar or per request)."""
+        self.kv_used -= kv
+        self.finished += count
+        if self.cluster.tracks_outstanding:
+            self._run_finish_ns = np.concatenate([self._run_finish_ns, np.broadcast_to(t_ns, count)])
+
+    def flush(self) -> None:
+        """Write any state the engine keeps locally into the request table."""
+
+    def apply_prefill(self, chunks: list[tuple[int, int]]) -> list[int]:
+        """Add the chunks to the KV cache; return the requests whose prefill they complete
+        (no longer prefilling; `stamp_prefill` records their first token)."""
         t = self.table
-        joiners, done_now = [], []
+        completed = []
         for rid, take in chunks:
             t.prefilled[rid] += take
             if t.prefilled[rid] == t.prompt[rid]:
-                t.first_token_ns[rid] = t_ns
-                t.generated[rid] = 1
-                self.prefilling.remove(rid)
-                (done_now if t.output[rid] == 1 else joiners).append(rid)
-        self.finish(np.asarray(done_now, dtype=np.int64), np.int64(t_ns))
+                completed.append(rid)
+        for rid in completed:
+            self.prefilling.remove(rid)
+        return completed
+
+    def stamp_prefill(self, completed: list[int], t_ns: int) -> list[int]:
+        """First tokens at the end of the iteration that completed the prefill; requests owing
+        one token finish there. Returns those that decode from the next iteration."""
+        t = self.table
+        joiners, done = [], []
+        for rid in completed:
+            t.first_token_ns[rid] = t_ns
+            t.generated[rid] = 1
+            (done if t.output[rid] == 1 else joiners).append(rid)
+        self.finish(np.asarray(done, dtype=np.int64), np.int64(t_ns))
         return joiners
 
     def record_history(self, raw: np.ndarray) -> None:

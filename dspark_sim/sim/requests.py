@@ -31,6 +31,13 @@ class RequestTable:
         self.drafted = np.zeros(n, dtype=np.int64)
         self.verified = np.zeros(n, dtype=np.int64)
         self.accepted = np.zeros(n, dtype=np.int64)
+        self._lists: tuple[list[int], list[int], list[int]] | None = None
+
+    def as_lists(self) -> tuple[list[int], list[int], list[int]]:
+        """Prompt, output and KV need as python lists (fast scalar access), built once."""
+        if self._lists is None:
+            self._lists = (self.prompt.tolist(), self.output.tolist(), self.kv_need.tolist())
+        return self._lists
 
     def owed(self, rows: np.ndarray) -> np.ndarray:
         """Output tokens still to emit."""

@@ -21,32 +21,103 @@ def survivals(confidence: np.ndarray) -> np.ndarray:
     return np.cumprod(np.asarray(confidence, dtype=float), axis=-1)
 
 
-def _search(surv: np.ndarray, active: np.ndarray, base: np.ndarray, cap: np.ndarray,
-            sps: Callable[[np.ndarray], np.ndarray], early_stop: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Shared core: sort candidates of each iteration, score prefixes, pick how many to admit.
+def _rank(surv: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidates of each iteration sorted best first (stable, so prefixes stay prefixes).
 
-    surv (M, R, g) survivals, active (M, R) bool, base (M,) tokens already in the batch
-    besides the anchors (prefill chunks), cap (M,) most drafts that may be verified.
-    Returns (order (M, R*g) candidate indices sorted best first, admitted count (M,)).
-    """
+    Returns (order (M, R*g) flat candidate indices, tau (M, R*g + 1) expected tokens after
+    admitting n candidates, summed in Algorithm 1's order, n_active (M,))."""
     m, r, g = surv.shape
     flat = np.where(active[:, :, None], surv, _NO_CANDIDATE).reshape(m, r * g)
     order = np.argsort(-flat, axis=1, kind="stable")
     ranked = np.take_along_axis(flat, order, axis=1)
     n_active = active.sum(axis=1)
-    limit = np.minimum(n_active * g, np.maximum(cap, 0))              # candidates allowed
-    steps = np.arange(r * g + 1)
-    # tau after admitting n candidates, summed in the same order as Algorithm 1's loop.
-    tau = np.cumsum(np.concatenate([n_active[:, None].astype(float), np.maximum(ranked, 0.0)], axis=1), axis=1)
-    batch = (base + n_active)[:, None] + steps[None, :]
-    value = tau * sps(batch)
+    tau = np.cumsum(np.concatenate([n_active[:, None].astype(float), np.maximum(ranked, 0.0)], axis=1),
+                    axis=1)
+    return order, tau, n_active
+
+
+def _count(tau: np.ndarray, n_active: np.ndarray, base: np.ndarray, limit: np.ndarray,
+           sps: Callable[[np.ndarray], np.ndarray], early_stop: bool) -> np.ndarray:
+    """How many ranked candidates to admit: stop at the first tau * SPS(B) that does not
+    improve (early stop), or take the global maximum; never more than `limit`."""
+    n = tau.shape[1]
+    steps = np.arange(n)
+    value = tau * sps((base + n_active)[:, None] + steps[None, :])
     allowed = steps[None, :] <= limit[:, None]
     if early_stop:
         worse = (value[:, 1:] <= value[:, :-1]) | ~allowed[:, 1:]
-        count = np.where(worse.any(axis=1), worse.argmax(axis=1), r * g)
-    else:
-        count = np.where(allowed, value, -np.inf).argmax(axis=1)
-    return order, count
+        return np.where(worse.any(axis=1), worse.argmax(axis=1), n - 1)
+    return np.where(allowed, value, -np.inf).argmax(axis=1)
+
+
+def _search(surv: np.ndarray, active: np.ndarray, base: np.ndarray, cap: np.ndarray,
+            sps: Callable[[np.ndarray], np.ndarray], early_stop: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Sort the candidates of M iterations and pick how many each admits.
+
+    surv (M, R, g) survivals, active (M, R) bool, base (M,) tokens already in the batch
+    besides the anchors (prefill chunks), cap (M,) most drafts that may be verified.
+    Returns (order (M, R*g) candidate indices sorted best first, admitted count (M,)).
+    """
+    g = surv.shape[2]
+    order, tau, n_active = _rank(surv, active)
+    limit = np.minimum(n_active * g, np.maximum(cap, 0))
+    return order, _count(tau, n_active, base, limit, sps, early_stop)
+
+
+class RankedBatch:
+    """Algorithm 1 for one fixed set of requests with fixed confidences, many batch bases.
+
+    The ranking is computed once; each call then only scores the prefixes at the given
+    base (prefill tokens). Same arithmetic as
+    `schedule_batch`, so the results are identical.
+    """
+
+    def __init__(self, surv: np.ndarray, cap: int) -> None:
+        r, g = surv.shape
+        order, tau, n_active = _rank(surv[None], np.ones((1, r), dtype=bool))
+        self.n = int(n_active[0])
+        self.limit = int(min(self.n * g, max(cap, 0)))
+        self.tau = tau[0, :self.limit + 1]                     # prefixes Algorithm 1 may reach
+        self.row_of_rank = order[0] // g                       # (R*g,) request of each candidate
+        self.r = r
+        self._steps = np.arange(self.limit + 1)
+        self._py: tuple[list[float], list[int]] | None = None
+
+    def lengths(self, base: int, sps_table: np.ndarray, early_stop: bool = True) -> np.ndarray:
+        """Verify lengths (R,) at `base` prefill tokens; sps_table[B] = SPS(B) must cover
+        B = base + R + limit."""
+        value = self.tau * sps_table[base + self.n + self._steps]
+        if early_stop:
+            worse = value[1:] <= value[:-1]
+            count = int(worse.argmax()) if worse.any() else self.limit
+        else:
+            count = int(value.argmax())
+        return np.bincount(self.row_of_rank[:count], minlength=self.r)
+
+    def lengths_py(self, base: int, sps: list[float]) -> list[int]:
+        """`lengths` with early stop in plain Python (same arithmetic, so the same result);
+        faster for the small batches a single replica usually holds."""
+        if self._py is None:
+            self._py = (self.tau.tolist(), self.row_of_rank.tolist())
+        tau, rank_rows = self._py
+        b0 = base + self.n
+        prev = tau[0] * sps[b0]
+        count = self.limit
+        for i in range(1, self.limit + 1):
+            value = tau[i] * sps[b0 + i]
+            if value <= prev:
+                count = i - 1
+                break
+            prev = value
+        out = [0] * self.r
+        for row in rank_rows[:count]:
+            out[row] += 1
+        return out
+
+    @property
+    def max_batch(self) -> int:
+        """Largest batch-token count `lengths` looks up, beyond the base."""
+        return self.n + self.limit
 
 
 def _lengths_from_admitted(order: np.ndarray, count: np.ndarray, r: int, g: int) -> np.ndarray:

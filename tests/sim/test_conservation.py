@@ -1,6 +1,7 @@
 """Property tests over random traces, hardware and acceptance profiles, for every policy:
 every request finishes with exactly its output tokens, nothing is lost or duplicated, and the
-vectorised engine gives exactly the per-iteration reference engine's results."""
+fast engines (vectorised blocks; the python loop where plans decide) give exactly the
+per-iteration reference engine's results."""
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -106,14 +107,20 @@ def test_conservation_every_policy(sc):
     check_conservation(sc, run(sc, "fast"))
 
 
+FIELDS = ("replica", "first_token_ns", "finish_ns", "steps", "drafted", "verified", "accepted")
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
-def test_fast_engine_equals_reference(sc):
-    fast, ref = run(sc, "fast"), run(sc, "reference")
+def test_fast_engines_equal_reference(sc):
+    ref = run(sc, "reference")
     check_conservation(sc, ref)
-    for name in ("replica", "first_token_ns", "finish_ns", "steps", "drafted", "verified", "accepted"):
-        np.testing.assert_array_equal(getattr(fast.table, name), getattr(ref.table, name), err_msg=name)
-    assert fast.iterations == ref.iterations
+    for engine in ("fast", "block"):       # fast: the python loop for planned policies
+        out = run(sc, engine)
+        for name in FIELDS:
+            np.testing.assert_array_equal(getattr(out.table, name), getattr(ref.table, name),
+                                          err_msg=f"{engine} {name}")
+        assert out.iterations == ref.iterations
 
 
 def test_fast_equals_reference_on_a_busy_trace():
@@ -129,8 +136,10 @@ def test_fast_equals_reference_on_a_busy_trace():
     for policy in POLICIES + ["static-5"]:
         for replicas, router in ((1, "rr"), (2, "least-outstanding")):
             sc = dict(trace=trace, hw=hw, acc=acc, policy=policy, replicas=replicas, router=router, seed=1)
-            fast, ref = run(sc, "fast"), run(sc, "reference")
-            check_conservation(sc, fast)
-            for name in ("replica", "first_token_ns", "finish_ns", "steps", "verified", "accepted"):
-                np.testing.assert_array_equal(getattr(fast.table, name), getattr(ref.table, name),
-                                              err_msg=f"{policy} {replicas} {name}")
+            ref = run(sc, "reference")
+            for engine in ("fast", "block"):
+                out = run(sc, engine)
+                check_conservation(sc, out)
+                for name in FIELDS:
+                    np.testing.assert_array_equal(getattr(out.table, name), getattr(ref.table, name),
+                                                  err_msg=f"{engine} {policy} {replicas} {name}")

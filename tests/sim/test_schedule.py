@@ -161,3 +161,21 @@ def test_counterexample_without_early_stop_is_biased():
 def test_bad_confidence_shape():
     with pytest.raises(ValueError):
         prefix_schedule([0.5, 0.5], lambda b: 1.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_ranked_batch_equals_schedule_batch(case):
+    """The per-composition plan (numpy and pure python) gives Algorithm 1's lengths."""
+    from dspark_sim.sim.schedule import RankedBatch, schedule_batch
+
+    conf, sps_table, base, cap = case
+    r, g = conf.shape
+    cap = r * g if cap is None else cap
+    surv = survivals(conf)
+    want = schedule_batch(surv[None], np.ones((1, r), dtype=bool), np.array([base]), np.array([cap]),
+                          table_sps(sps_table))[0]
+    ranked = RankedBatch(surv, cap)
+    table = np.concatenate([sps_table, np.full(base + ranked.max_batch + 1, sps_table[-1])])
+    assert ranked.lengths(base, table).tolist() == want.tolist()
+    assert ranked.lengths_py(base, table.tolist()) == want.tolist()

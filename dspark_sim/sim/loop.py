@@ -1,0 +1,206 @@
+"""Per-iteration engine in plain Python, many iterations per SimPy wake.
+
+For policies whose verify lengths depend only on who is in the batch (ar, mtp1, static-K,
+and dspark / goodput with per-task confidences) the lengths come from per-composition plans,
+so an iteration costs a few python operations per decoding request. The replica runs
+iterations back to back -- admitting from its queue, prefilling, retiring finished requests
+-- until the first iteration boundary at or after the next arrival it could be routed, and
+only then sleeps. On the small batches of a lightly loaded replica this beats numpy calls on
+tiny arrays; the vectorised engine (fast.py) serves the other policies. Same results as the
+reference engine, bit for bit (tests).
+
+Bookkeeping that would cost a store per row and iteration is done per stretch instead: a
+row's decode step is the iteration index minus the index of its first decode iteration, and
+verified drafts are settled whenever the verify lengths change.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .replica import ReplicaBase
+
+
+class LoopReplica(ReplicaBase):
+    """Runs iterations in a python loop until the next arrival boundary or idleness."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        p, cost = self.policy, self.cost
+        self._unbounded = self.budget >= (1 << 24) or self.max_requests >= (1 << 24)
+        self._tables(min(self.max_requests, 1 << 16), min(self.budget, 1 << 16))
+        self._context_ns = cost._context_ns if cost.per_context else 0.0
+        self._task = self.sampler.task_index if self.sampler is not None else None
+        self._prompt, self._output, self._need = self.table.as_lists()
+        # decoding rows, in batch order (lists are changed in place)
+        self._rid: list[int] = []
+        self._seq: list[bytes] = []       # accepted run of each decode step
+        self._first: list[int] = []       # iteration index of the row's first decode step
+        self._owed: list[int] = []
+        self._ver: list[int] = []         # verified drafts, settled up to _settled
+        self._tasks: list[int] = []
+        self._settled = 0
+        self._kv_sum = 0                  # prompt + generated over the decoding rows
+        self._plans: dict[tuple, object] = {}
+        self.decoders = self._rid
+        self._refresh()
+
+    def _tables(self, requests: int, batch_tokens: int) -> None:
+        cost, drafts = self.cost, self.policy.drafts
+        self._draft_ns, self._step_ns = cost.ns_lists(requests, batch_tokens)
+        # goodput (drafts None) pays for the k it picks each iteration
+        self._draft_fixed = cost.fixed_drafts(drafts).tolist() if drafts is not None else None
+
+    # --- verify lengths --------------------------------------------------------------------
+
+    def _plan(self, key: tuple):
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= 4096:
+                self._plans.clear()
+            rows = np.asarray(self._rid, dtype=np.int64)
+            surv = self.sampler.row_survival(rows) if self.sampler is not None else \
+                np.zeros((len(rows), self.gamma))
+            plan = self._plans[key] = self.policy.plan(surv, self.budget - len(rows), self.cost)
+        return plan
+
+    def _refresh(self) -> None:
+        """The rows changed: verify lengths of iterations without prefill."""
+        self._key = tuple(self._tasks) if self._task is not None else (len(self._rid),)
+        self._lengths = self._plan(self._key).lengths_list(0) if self._rid else []
+        self._sum_lengths = sum(self._lengths)
+
+    def _settle(self, upto: int) -> None:
+        """Credit the current verify lengths for iterations _settled..upto-1."""
+        n = upto - self._settled
+        if n:
+            ver, lengths = self._ver, self._lengths
+            for k in range(len(ver)):
+                ver[k] += lengths[k] * n
+        self._settled = upto
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def advance(self) -> int:
+        now = int(self.env.now)
+        t_arr = self.cluster.next_arrival_ns(self)
+        rid, seq, first, owed = self._rid, self._seq, self._first, self._owed
+        context_ns = self._context_ns
+        it = self.iterations
+        while True:
+            r = len(rid)
+            if self.prefilling:
+                lengths, total, chunks, prefill, prefill_context = self._with_prefill(it, r)
+            else:
+                lengths, total, chunks, prefill, prefill_context = \
+                    self._lengths, self._sum_lengths, None, 0, 0
+            batch = r + total + prefill
+            if self._unbounded and (batch >= len(self._step_ns) or r >= len(self._draft_ns)):
+                self._tables(2 * r + 1, 2 * batch + 1)
+            if self._draft_fixed is not None:
+                ns = self._draft_fixed[r] + self._step_ns[batch]
+            else:
+                k = max(lengths) if lengths else 0
+                draft = self._draft_ns[r] * k if self.cost.per_draft else \
+                    (self._draft_ns[r] if k > 0 else 0.0)
+                ns = draft + self._step_ns[batch]
+            if context_ns:
+                ns = ns + context_ns * (self._kv_sum + prefill_context)
+            end = now + int(round(ns))
+            # decoding rows: 1 + accepted drafts each, never more than they owe
+            emitted = 0
+            done = None
+            for k in range(r):
+                a = seq[k][it - first[k]]
+                lk = lengths[k]
+                if a > lk:
+                    a = lk
+                left = owed[k] - a - 1
+                owed[k] = left
+                emitted += a + 1
+                if left <= 0:
+                    if done is None:
+                        done = []
+                    done.append(k)
+            self._kv_sum += emitted
+            it += 1
+            self.iterations = it
+            if done is not None:
+                self._retire(done, end, it)
+            if chunks:
+                joiners = self.stamp_prefill(self.apply_prefill(chunks), end)
+                if joiners:
+                    self._join(joiners, it)
+            now = end
+            if t_arr is not None and now >= t_arr:
+                return now
+            if self.waiting:
+                self.admit()
+            if not self.prefilling and not rid:
+                return now
+
+    def _with_prefill(self, it: int, r: int):
+        """Verify lengths and prefill chunks of an iteration that has prefill to do."""
+        budget = self.budget
+        prefill_max = min(self.pending_prefill(), max(0, budget - r))
+        lengths, total = self._lengths, self._sum_lengths
+        if prefill_max and r:
+            lengths = self._plan(self._key).lengths_list(prefill_max)
+            total = sum(lengths)
+            if lengths != self._lengths:           # one iteration with other lengths
+                self._settle(it)
+                ver = self._ver
+                for k in range(r):
+                    ver[k] += lengths[k]
+                self._settled = it + 1
+        chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - r - total))
+        return lengths, total, chunks, sum(take for _, take in chunks), prefill_context
+
+    # --- rows in and out ---------------------------------------------------------------------
+
+    def _join(self, joiners: list[int], it: int) -> None:
+        """Requests whose prefill ended in iteration it-1 decode from iteration it on."""
+        self._settle(it)
+        for rid in joiners:
+            steps = self._output[rid] - 1
+            if self.sampler is not None:
+                runs, period = self.sampler.sequence(rid)
+                if period < steps:
+                    runs = (runs * (steps // period + 1))[:steps]
+            else:
+                runs = bytes(steps)
+            self._rid.append(rid)
+            self._seq.append(runs)
+            self._first.append(it)
+            self._owed.append(steps)
+            self._ver.append(0)
+            if self._task is not None:
+                self._tasks.append(int(self._task[rid]))
+            self._kv_sum += self._prompt[rid] + 1
+        self._refresh()
+
+    def _retire(self, done: list[int], end: int, it: int) -> None:
+        """Rows that emitted their last token in iteration it-1, ending at `end`."""
+        self._settle(it)
+        t = self.table
+        drafts = self.policy.drafts
+        kv = 0
+        for k in done:
+            rid = self._rid[k]
+            out = self._output[rid]
+            steps = it - self._first[k]
+            t.finish_ns[rid] = end
+            t.steps[rid] = steps
+            t.generated[rid] = out
+            t.accepted[rid] = out - 1 - self._owed[k] - steps    # tokens before the clip - steps
+            t.verified[rid] = self._ver[k]
+            t.drafted[rid] = self._ver[k] if drafts is None else steps * drafts
+            self._kv_sum += self._owed[k] - self._prompt[rid] - out   # drop overshoot and row
+            kv += self._need[rid]
+        self.release(len(done), kv, end)
+        gone = set(done)
+        keep = [k for k in range(len(self._rid)) if k not in gone]
+        for values in (self._rid, self._seq, self._first, self._owed, self._ver):
+            values[:] = [values[k] for k in keep]
+        if self._task is not None:
+            self._tasks[:] = [self._tasks[k] for k in keep]
+        self._refresh()
