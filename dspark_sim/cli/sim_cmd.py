@@ -71,8 +71,10 @@ def register(app: typer.Typer) -> None:
                                  "byte-identical requests.csv)."),
         out: Path = typer.Option(Path("runs/replay"), "--out", help="Output directory: "
                                  "requests.csv and summary.json (in DIR/<policy>/ for several policies)."),
-        engine: str = typer.Option("fast", "--engine", help="fast (vectorised blocks) or reference "
-                                   "(one iteration at a time; same results, slower)."),
+        engine: str = typer.Option("fast", "--engine", help="fast (default: the python iteration "
+                                   "loop where the policy is decided per batch composition, "
+                                   "vectorised blocks otherwise), loop, block, or reference (one "
+                                   "SimPy step per iteration). All give identical results."),
     ) -> None:
         """Simulate serving TRACE and compare policies: throughput per GPU, tok/s/user, TTFT."""
         from rich.console import Console

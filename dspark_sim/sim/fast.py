@@ -47,7 +47,7 @@ class FastReplica(ReplicaBase):
         self._retired: list[tuple[np.ndarray, np.ndarray]] = []
         # Plans serve when the decision depends only on who is in the batch.
         self._planned = (sampler is None or sampler.static_confidence or not p.needs_confidence) \
-            and p.plan(np.zeros((1, self.gamma)), 1, self.cost) is not None
+            and not p.lag and p.plan(np.zeros((1, self.gamma)), 1, self.cost) is not None
         self._draft_ns = self.cost.fixed_drafts(p.drafts) if p.drafts is not None else None
         hw = self.cost.hw
         self._tables_cover = hw.max_batch_tokens is not None and hw.max_batch_requests is not None

@@ -83,31 +83,37 @@ class LoopReplica(ReplicaBase):
     def advance(self) -> int:
         now = int(self.env.now)
         t_arr = self.cluster.next_arrival_ns(self)
+        if t_arr is None:
+            t_arr = 1 << 62
         rid, seq, first, owed = self._rid, self._seq, self._first, self._owed
-        context_ns = self._context_ns
+        prefilling, waiting = self.prefilling, self.waiting
+        context_ns, draft_fixed, step_ns = self._context_ns, self._draft_fixed, self._step_ns
         it = self.iterations
+        kv_sum = self._kv_sum
+        lag = self.policy.lag
         while True:
             r = len(rid)
-            if self.prefilling:
-                lengths, total, chunks, prefill, prefill_context = self._with_prefill(it, r)
+            if prefilling or lag:
+                lengths, total, chunks, prefill, prefill_context = self._decide(it, r)
             else:
                 lengths, total, chunks, prefill, prefill_context = \
                     self._lengths, self._sum_lengths, None, 0, 0
             batch = r + total + prefill
-            if self._unbounded and (batch >= len(self._step_ns) or r >= len(self._draft_ns)):
+            if self._unbounded and (batch >= len(step_ns) or r >= len(self._draft_ns)):
                 self._tables(2 * r + 1, 2 * batch + 1)
-            if self._draft_fixed is not None:
-                ns = self._draft_fixed[r] + self._step_ns[batch]
+                draft_fixed, step_ns = self._draft_fixed, self._step_ns
+            if draft_fixed is not None:
+                ns = draft_fixed[r] + step_ns[batch]
             else:
                 k = max(lengths) if lengths else 0
                 draft = self._draft_ns[r] * k if self.cost.per_draft else \
                     (self._draft_ns[r] if k > 0 else 0.0)
-                ns = draft + self._step_ns[batch]
+                ns = draft + step_ns[batch]
             if context_ns:
-                ns = ns + context_ns * (self._kv_sum + prefill_context)
-            end = now + int(round(ns))
+                ns = ns + context_ns * (kv_sum + prefill_context)
+            end = now + round(ns)
             # decoding rows: 1 + accepted drafts each, never more than they owe
-            emitted = 0
+            accepted = 0
             done = None
             for k in range(r):
                 a = seq[k][it - first[k]]
@@ -116,42 +122,57 @@ class LoopReplica(ReplicaBase):
                     a = lk
                 left = owed[k] - a - 1
                 owed[k] = left
-                emitted += a + 1
+                accepted += a
                 if left <= 0:
                     if done is None:
                         done = []
                     done.append(k)
-            self._kv_sum += emitted
+            kv_sum += r + accepted
             it += 1
-            self.iterations = it
-            if done is not None:
-                self._retire(done, end, it)
-            if chunks:
-                joiners = self.stamp_prefill(self.apply_prefill(chunks), end)
-                if joiners:
-                    self._join(joiners, it)
+            if done is not None or chunks:
+                self._kv_sum = kv_sum
+                if done is not None:
+                    self._retire(done, end, it)
+                if chunks:
+                    joiners = self.stamp_prefill(self.apply_prefill(chunks), end)
+                    if joiners:
+                        self._join(joiners, it)
+                kv_sum = self._kv_sum
             now = end
-            if t_arr is not None and now >= t_arr:
-                return now
-            if self.waiting:
+            if now >= t_arr:
+                break
+            if waiting:
                 self.admit()
-            if not self.prefilling and not rid:
-                return now
+            if not prefilling and not rid:
+                break
+        self._kv_sum = kv_sum
+        self.iterations = it
+        return now
 
-    def _with_prefill(self, it: int, r: int):
-        """Verify lengths and prefill chunks of an iteration that has prefill to do."""
+    def _decide(self, it: int, r: int):
+        """Verify lengths and prefill chunks of an iteration with prefill to do, or of a
+        lagged policy (whose budget comes from two iterations earlier)."""
         budget = self.budget
-        prefill_max = min(self.pending_prefill(), max(0, budget - r))
-        lengths, total = self._lengths, self._sum_lengths
-        if prefill_max and r:
+        prefill_max = min(self.pending_prefill(), max(0, budget - r)) if self.prefilling else 0
+        lengths = self._lengths
+        if self.policy.lag:
+            plan = self._plan(self._key)
+            raw = plan.raw(prefill_max) if r else 0
+            use = self.history[0] if self.history else raw
+            self.history = (self.history + [raw])[-2:]
+            if r:
+                lengths = plan.lengths_for(use)
+        elif prefill_max and r:
             lengths = self._plan(self._key).lengths_list(prefill_max)
-            total = sum(lengths)
-            if lengths != self._lengths:           # one iteration with other lengths
-                self._settle(it)
-                ver = self._ver
-                for k in range(r):
-                    ver[k] += lengths[k]
-                self._settled = it + 1
+        total = sum(lengths)
+        if lengths is not self._lengths and lengths != self._lengths:   # one iteration apart
+            self._settle(it)
+            ver = self._ver
+            for k in range(r):
+                ver[k] += lengths[k]
+            self._settled = it + 1
+        if not self.prefilling:
+            return lengths, total, None, 0, 0
         chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - r - total))
         return lengths, total, chunks, sum(take for _, take in chunks), prefill_context
 

@@ -197,6 +197,39 @@ class DSparkLagged(Policy):
     def verify(self, cols, cost):
         return top_k_batch(cols.surv, cols.active, np.minimum(cols.budget, np.maximum(cols.cap, 0)))
 
+    def plan(self, surv, cap, cost):
+        return LaggedPlan(RankedBatch(surv, cap), cap, cost)
+
+
+class LaggedPlan(Plan):
+    """dspark-lagged for one composition: the raw budget at a prefill base, and the verify
+    lengths for a (lagged) budget. Used by the python loop engine, which keeps the history."""
+
+    def __init__(self, ranked: RankedBatch, cap: int, cost: IterationCost) -> None:
+        self.ranked, self.cap, self.cost = ranked, max(cap, 0), cost
+        self._raw: dict[int, int] = {}
+        self._by_k: dict[int, list[int]] = {}
+
+    def raw(self, base: int) -> int:
+        out = self._raw.get(base)
+        if out is None:
+            if len(self._raw) > 64:
+                self._raw.clear()
+            sps = self.cost.sps_list(base + self.ranked.max_batch)
+            out = self._raw[base] = self.ranked.budget_py(base, sps)
+        return out
+
+    def lengths_for(self, budget: int) -> list[int]:
+        k = min(budget, self.cap)
+        out = self._by_k.get(k)
+        if out is None:
+            out = self._by_k[k] = self.ranked.top_k_py(k)
+        return out
+
+    def lengths(self, base: int) -> np.ndarray:
+        """Steady state: the budget this composition itself would produce."""
+        return np.asarray(self.lengths_for(self.raw(base)), dtype=np.int64)
+
 
 class Goodput(Policy):
     """One k for every request per iteration, maximising expected tokens per second from each

@@ -114,6 +114,29 @@ class RankedBatch:
             out[row] += 1
         return out
 
+    def budget_py(self, base: int, sps: list[float]) -> int:
+        """Unconstrained search (no break): the number of candidates at the global maximum of
+        tau * SPS(B), first on ties -- `budget_batch` in plain Python."""
+        if self._py is None:
+            self._py = (self.tau.tolist(), self.row_of_rank.tolist())
+        tau = self._py[0]
+        b0 = base + self.n
+        best, count = tau[0] * sps[b0], 0
+        for i in range(1, self.limit + 1):
+            value = tau[i] * sps[b0 + i]
+            if value > best:
+                best, count = value, i
+        return count
+
+    def top_k_py(self, k: int) -> list[int]:
+        """Verify lengths admitting the k best candidates (`top_k_batch` in plain Python)."""
+        if self._py is None:
+            self._py = (self.tau.tolist(), self.row_of_rank.tolist())
+        out = [0] * self.r
+        for row in self._py[1][:min(k, len(self._py[1]))]:
+            out[row] += 1
+        return out
+
     @property
     def max_batch(self) -> int:
         """Largest batch-token count `lengths` looks up, beyond the base."""
