@@ -6,8 +6,9 @@ Imports ../shared/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv at run t
 part of the repository), pins the process to one core, and prints for each policy the median
 wall time over the repeats of (a) the simulation alone, (b) `replay()` (simulation + metrics),
 (c) `replay_files()` (also loading the trace JSONL and the profiles), plus the simulated
-request-iterations per second. The machine is shared, so it also prints the load average and
-the time of a fixed pure-python calibration loop measured in the same run.
+request-iterations per second. The machine is shared, so it also prints the simulation's
+CPU time (what an idle core would take, near enough), the load average and the time of a
+fixed pure-python calibration loop measured in the same run.
 """
 from __future__ import annotations
 
@@ -64,10 +65,11 @@ def main() -> None:
         for policy in parse_policies(args.policy):
             acc_name = default_acceptance(policy)
             acc = load_acceptance_profile(acc_name) if acc_name else None
-            sim_s, replay_s, files_s = [], [], []
+            sim_s, cpu_s, replay_s, files_s = [], [], [], []
             for _ in range(args.repeats):
                 out = simulate(trace, policy, hw, acc, engine=args.engine)
                 sim_s.append(out.wall_s)
+                cpu_s.append(out.cpu_s)
                 t0 = time.perf_counter()
                 replay(trace, policy, hw, acc, engine=args.engine)
                 replay_s.append(time.perf_counter() - t0)
@@ -76,7 +78,8 @@ def main() -> None:
                 files_s.append(time.perf_counter() - t0)
             req_iters = int(out.table.steps.sum() + len(trace))     # decode steps + prefill iterations
             med = statistics.median(sim_s)
-            print(f"{policy:>14}: simulate {med:.3f} s (min {min(sim_s):.3f}), replay() "
+            print(f"{policy:>14}: simulate {med:.3f} s wall (min {min(sim_s):.3f}; CPU time median "
+                  f"{statistics.median(cpu_s):.3f} s), replay() "
                   f"{statistics.median(replay_s):.3f} s, replay_files() {statistics.median(files_s):.3f} s; "
                   f"{out.iterations:,} iterations, {req_iters:,} request-iterations, "
                   f"{req_iters / med:,.0f} request-iterations/s")

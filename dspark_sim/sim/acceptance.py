@@ -44,6 +44,7 @@ class AcceptanceSampler:
         mean = np.stack([survivals(s.conditional_accept(g)) for s in specs])
         self.mean_survival_by_task = mean
         self._neg_surv_by_task = [-row for row in mean]
+        self._neg_uniform: np.ndarray | None = None
         self.static_confidence = not any(s.kind == "empirical" and any(r.confidence is not None
                                                                        for r in s.requests)
                                          for s in specs)
@@ -112,7 +113,9 @@ class AcceptanceSampler:
             start = int(self._offset[rid])
             n = max(int(self._slots[rid]), 1)
             # #{j : u < a_j} as in `accepted`; a is non-increasing, so a binary search on -a
-            runs = self._neg_surv_by_task[self.task_index[rid]].searchsorted(-self._uniform[start:start + n])
+            if self._neg_uniform is None:
+                self._neg_uniform = -self._uniform
+            runs = self._neg_surv_by_task[self.task_index[rid]].searchsorted(self._neg_uniform[start:start + n])
             return runs.astype(np.uint8).tobytes(), n
         start, n = int(self._emp_start[rid]), int(self._emp_len[rid])
         return self._emp_acc[start:start + n].astype(np.uint8).tobytes(), n

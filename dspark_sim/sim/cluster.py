@@ -118,6 +118,7 @@ class SimOutcome:
     table: RequestTable
     iterations: int
     wall_s: float
+    cpu_s: float = 0.0       # CPU time of this process (robust on a shared machine)
 
 
 def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
@@ -130,7 +131,7 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
         raise InputError(f"must be >= 1, got {replicas}", field="replicas")
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose {', '.join(ENGINES)}", field="engine")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     table = RequestTable(trace)
     kv = hw.kv_capacity_tokens
     if kv is not None and len(table.kv_need) and int(table.kv_need.max()) > kv:
@@ -140,4 +141,5 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
                          field="kv_capacity_tokens")
     cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine)
     cluster.run()
-    return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0)
+    return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
+                      time.process_time() - c0)

@@ -45,6 +45,8 @@ class FastReplica(ReplicaBase):
         self._key: tuple = ()
         self._plans: dict[tuple, object] = {}
         self._retired: list[tuple[np.ndarray, np.ndarray]] = []
+        self._mean_ns = 0.0              # mean iteration length of the last block
+        self._m_guess = MAX_RUN
         # Plans serve when the decision depends only on who is in the batch.
         self._planned = (sampler is None or sampler.static_confidence or not p.needs_confidence) \
             and not p.lag and p.plan(np.zeros((1, self.gamma)), 1, self.cost) is not None
@@ -122,8 +124,12 @@ class FastReplica(ReplicaBase):
         else:
             m = int(owed.max() if (planned or not dependent) else owed.min()) + 1
             if t_arr is not None:
-                m = min(m, (t_arr - now) // self.cost.min_step_ns + 2)
-            m = max(1, min(m, MAX_RUN))
+                # enough columns to pass the next arrival if iterations last at least 70% of
+                # the last block's mean; a block that ends without an event is simply
+                # followed by another, so this guess only affects speed
+                step = max(self.cost.min_step_ns, int(0.7 * self._mean_ns))
+                m = min(m, (t_arr - now) // step + 2)
+            m = max(1, min(m, MAX_RUN, self._m_guess))
         cols = _COLS[:m]
         steps = state[STEPS][:, None] + cols
         accepted = self._accepted(rows, steps)
@@ -190,6 +196,10 @@ class FastReplica(ReplicaBase):
         if finished.any():
             self._retire(finished, times[fin[finished]])
         self.iterations += end + 1
+        self._mean_ns = (times[end] - now) / (end + 1)
+        # other events (finishes that let the queue in, ...) end blocks early too: span at most
+        # a few times the last block, doubling while blocks run out without an event
+        self._m_guess = min(2 * m, MAX_RUN) if end == m - 1 else max(16, 4 * (end + 1))
         if lag:
             self.record_history(raw[:end + 1])
         return int(times[end])

@@ -41,6 +41,7 @@ class LoopReplica(ReplicaBase):
         self._settled = 0
         self._kv_sum = 0                  # prompt + generated over the decoding rows
         self._plans: dict[tuple, object] = {}
+        self._results: list[tuple[int, int, int, int, int, int]] = []   # finished rows
         self.decoders = self._rid
         self._refresh()
 
@@ -202,26 +203,46 @@ class LoopReplica(ReplicaBase):
     def _retire(self, done: list[int], end: int, it: int) -> None:
         """Rows that emitted their last token in iteration it-1, ending at `end`."""
         self._settle(it)
-        t = self.table
         drafts = self.policy.drafts
+        output, prompt, need = self._output, self._prompt, self._need
         kv = 0
         for k in done:
             rid = self._rid[k]
-            out = self._output[rid]
+            out = output[rid]
             steps = it - self._first[k]
-            t.finish_ns[rid] = end
-            t.steps[rid] = steps
-            t.generated[rid] = out
-            t.accepted[rid] = out - 1 - self._owed[k] - steps    # tokens before the clip - steps
-            t.verified[rid] = self._ver[k]
-            t.drafted[rid] = self._ver[k] if drafts is None else steps * drafts
-            self._kv_sum += self._owed[k] - self._prompt[rid] - out   # drop overshoot and row
-            kv += self._need[rid]
+            ver = self._ver[k]
+            # accepted drafts = decode tokens before the final clip - steps
+            self._results.append((rid, end, steps, out - 1 - self._owed[k] - steps, ver,
+                                  ver if drafts is None else steps * drafts))
+            self._kv_sum += self._owed[k] - prompt[rid] - out   # drop the overshoot and the row
+            kv += need[rid]
         self.release(len(done), kv, end)
-        gone = set(done)
-        keep = [k for k in range(len(self._rid)) if k not in gone]
-        for values in (self._rid, self._seq, self._first, self._owed, self._ver):
-            values[:] = [values[k] for k in keep]
-        if self._task is not None:
-            self._tasks[:] = [self._tasks[k] for k in keep]
+        if len(done) == 1:
+            k = done[0]
+            for values in (self._rid, self._seq, self._first, self._owed, self._ver):
+                del values[k]
+            if self._task is not None:
+                del self._tasks[k]
+        else:
+            gone = set(done)
+            keep = [k for k in range(len(self._rid)) if k not in gone]
+            for values in (self._rid, self._seq, self._first, self._owed, self._ver):
+                values[:] = [values[k] for k in keep]
+            if self._task is not None:
+                self._tasks[:] = [self._tasks[k] for k in keep]
         self._refresh()
+
+    def flush(self) -> None:
+        """Write the finished requests' results into the request table."""
+        if not self._results:
+            return
+        rid, end, steps, accepted, verified, drafted = (np.array(c, dtype=np.int64)
+                                                        for c in zip(*self._results))
+        self._results = []
+        t = self.table
+        t.finish_ns[rid] = end
+        t.steps[rid] = steps
+        t.generated[rid] = t.output[rid]
+        t.accepted[rid] = accepted
+        t.verified[rid] = verified
+        t.drafted[rid] = drafted

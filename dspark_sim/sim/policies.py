@@ -172,11 +172,15 @@ class _SchedulePlan(Plan):
         return out
 
     def lengths_list(self, base: int) -> list[int]:
-        if base == 0:
-            if self._list0 is None:
-                self._list0 = self.ranked.lengths_py(0, self.cost.sps_list(self.ranked.max_batch))
+        if base == 0 and self._list0 is not None:
             return self._list0
-        return self.ranked.lengths_py(base, self.cost.sps_list(base + self.ranked.max_batch))
+        if self.ranked.limit > 48:        # numpy wins on long candidate lists
+            out = self.lengths(base).tolist()
+        else:
+            out = self.ranked.lengths_py(base, self.cost.sps_list(base + self.ranked.max_batch))
+        if base == 0:
+            self._list0 = out
+        return out
 
 
 class DSparkLagged(Policy):

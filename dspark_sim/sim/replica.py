@@ -58,8 +58,11 @@ class ReplicaBase:
         self.budget = hw.max_batch_tokens or UNLIMITED
         self.max_requests = min(hw.max_batch_requests or UNLIMITED, self.budget)
         self.kv_capacity = hw.kv_capacity_tokens or UNLIMITED
+        self._prompt, self._output, self._need = table.as_lists()   # fast scalar access
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
+        self._prefilled: dict[int, int] = {}      # prompt tokens in the KV cache, while prefilling
+        self._pending = 0                         # prompt tokens the prefilling requests still need
         self.decoders: list[int] = []
         self.kv_used = 0
         self.routed = 0
@@ -108,41 +111,42 @@ class ReplicaBase:
 
     def admit(self) -> None:
         """FCFS admission under max_batch_requests and KV capacity (reserve prompt + output)."""
-        table = self.table
+        need = self._need
         while self.waiting:
             rid = self.waiting[0]
             if len(self.prefilling) + len(self.decoders) >= self.max_requests:
                 return
-            if self.kv_used + table.kv_need[rid] > self.kv_capacity:
+            if self.kv_used + need[rid] > self.kv_capacity:
                 return
             self.waiting.popleft()
-            self.kv_used += int(table.kv_need[rid])
+            self.kv_used += need[rid]
             self.prefilling.append(rid)
+            self._prefilled[rid] = 0
+            self._pending += self._prompt[rid]
 
     def head_fits_after(self, freed_requests: int, freed_kv: int) -> bool:
         """Would the head of the queue be admitted once these resources are freed?"""
         if not self.waiting:
             return False
         running = len(self.prefilling) + len(self.decoders) - freed_requests
-        rid = self.waiting[0]
         return running < self.max_requests and \
-            self.kv_used - freed_kv + self.table.kv_need[rid] <= self.kv_capacity
+            self.kv_used - freed_kv + self._need[self.waiting[0]] <= self.kv_capacity
 
     def pending_prefill(self) -> int:
         """Prompt tokens admitted requests still have to prefill."""
-        t = self.table
-        return int(sum(t.prompt[r] - t.prefilled[r] for r in self.prefilling))
+        return self._pending
 
     def allocate_prefill(self, tokens: int) -> tuple[list[tuple[int, int]], int]:
         """FCFS prefill chunks within `tokens`; also the KV context they attend (already prefilled)."""
-        t = self.table
+        prompt, prefilled = self._prompt, self._prefilled
         chunks, context = [], 0
         for rid in self.prefilling:
             if tokens <= 0:
                 break
-            take = min(int(t.prompt[rid] - t.prefilled[rid]), tokens)
+            done = prefilled[rid]
+            take = min(prompt[rid] - done, tokens)
             chunks.append((rid, take))
-            context += int(t.prefilled[rid])
+            context += done
             tokens -= take
         return chunks, context
 
@@ -198,14 +202,17 @@ class ReplicaBase:
     def apply_prefill(self, chunks: list[tuple[int, int]]) -> list[int]:
         """Add the chunks to the KV cache; return the requests whose prefill they complete
         (no longer prefilling; `stamp_prefill` records their first token)."""
-        t = self.table
+        prompt, prefilled = self._prompt, self._prefilled
         completed = []
         for rid, take in chunks:
-            t.prefilled[rid] += take
-            if t.prefilled[rid] == t.prompt[rid]:
+            prefilled[rid] += take
+            self._pending -= take
+            if prefilled[rid] == prompt[rid]:
                 completed.append(rid)
         for rid in completed:
             self.prefilling.remove(rid)
+            del prefilled[rid]
+            self.table.prefilled[rid] = prompt[rid]
         return completed
 
     def stamp_prefill(self, completed: list[int], t_ns: int) -> list[int]:
@@ -217,7 +224,8 @@ class ReplicaBase:
             t.first_token_ns[rid] = t_ns
             t.generated[rid] = 1
             (done if t.output[rid] == 1 else joiners).append(rid)
-        self.finish(np.asarray(done, dtype=np.int64), np.int64(t_ns))
+        if done:
+            self.finish(np.asarray(done, dtype=np.int64), np.int64(t_ns))
         return joiners
 
     def record_history(self, raw: np.ndarray) -> None:
