@@ -20,6 +20,10 @@ import numpy as np
 from .replica import ReplicaBase
 
 
+# _TOKENS[l][a] = 1 + min(a, l): tokens of a step with accepted run a when l drafts are verified
+_TOKENS = [bytes(1 + min(a, length) for a in range(256)) for length in range(255)]
+
+
 class LoopReplica(ReplicaBase):
     """Runs iterations in a python loop until the next arrival boundary or idleness."""
 
@@ -34,6 +38,8 @@ class LoopReplica(ReplicaBase):
         # decoding rows, in batch order (lists are changed in place)
         self._rid: list[int] = []
         self._seq: list[bytes] = []       # accepted run of each decode step
+        self._tok: list[bytes] = []       # tokens of each decode step at the row's verify length
+        self._tok_len: list[int] = []     # the verify length _tok was built for
         self._first: list[int] = []       # iteration index of the row's first decode step
         self._owed: list[int] = []
         self._ver: list[int] = []         # verified drafts, settled up to _settled
@@ -67,8 +73,13 @@ class LoopReplica(ReplicaBase):
     def _refresh(self) -> None:
         """The rows changed: verify lengths of iterations without prefill."""
         self._key = tuple(self._tasks) if self._task is not None else (len(self._rid),)
-        self._lengths = self._plan(self._key).lengths_list(0) if self._rid else []
-        self._sum_lengths = sum(self._lengths)
+        self._lengths = lengths = self._plan(self._key).lengths_list(0) if self._rid else []
+        self._sum_lengths = sum(lengths)
+        tok_len = self._tok_len
+        for k, length in enumerate(lengths):
+            if tok_len[k] != length:
+                self._tok[k] = self._seq[k].translate(_TOKENS[length])
+                tok_len[k] = length
 
     def _settle(self, upto: int) -> None:
         """Credit the current verify lengths for iterations _settled..upto-1."""
@@ -86,26 +97,30 @@ class LoopReplica(ReplicaBase):
         t_arr = self.cluster.next_arrival_ns(self)
         if t_arr is None:
             t_arr = 1 << 62
-        rid, seq, first, owed = self._rid, self._seq, self._first, self._owed
+        rid, seq, tok, first, owed = self._rid, self._seq, self._tok, self._first, self._owed
         prefilling, waiting = self.prefilling, self.waiting
         context_ns, draft_fixed, step_ns = self._context_ns, self._draft_fixed, self._step_ns
         it = self.iterations
         kv_sum = self._kv_sum
         lag = self.policy.lag
+        total = self._sum_lengths
+        unbounded = self._unbounded
         while True:
             r = len(rid)
             if prefilling or lag:
-                lengths, total, chunks, prefill, prefill_context = self._decide(it, r)
+                once, total_now, chunks, prefill, prefill_context = self._decide(it, r)
+                batch = r + total_now + prefill
             else:
-                lengths, total, chunks, prefill, prefill_context = \
-                    self._lengths, self._sum_lengths, None, 0, 0
-            batch = r + total + prefill
-            if self._unbounded and (batch >= len(step_ns) or r >= len(self._draft_ns)):
+                once = chunks = None
+                prefill_context = 0
+                batch = r + total
+            if unbounded and (batch >= len(step_ns) or r >= len(self._draft_ns)):
                 self._tables(2 * r + 1, 2 * batch + 1)
                 draft_fixed, step_ns = self._draft_fixed, self._step_ns
             if draft_fixed is not None:
                 ns = draft_fixed[r] + step_ns[batch]
             else:
+                lengths = once if once is not None else self._lengths
                 k = max(lengths) if lengths else 0
                 draft = self._draft_ns[r] * k if self.cost.per_draft else \
                     (self._draft_ns[r] if k > 0 else 0.0)
@@ -114,21 +129,31 @@ class LoopReplica(ReplicaBase):
                 ns = ns + context_ns * (kv_sum + prefill_context)
             end = now + round(ns)
             # decoding rows: 1 + accepted drafts each, never more than they owe
-            accepted = 0
+            emitted = 0
             done = None
-            for k in range(r):
-                a = seq[k][it - first[k]]
-                lk = lengths[k]
-                if a > lk:
-                    a = lk
-                left = owed[k] - a - 1
-                owed[k] = left
-                accepted += a
-                if left <= 0:
-                    if done is None:
-                        done = []
-                    done.append(k)
-            kv_sum += r + accepted
+            if once is None:
+                for k in range(r):
+                    e = tok[k][it - first[k]]
+                    left = owed[k] - e
+                    owed[k] = left
+                    emitted += e
+                    if left <= 0:
+                        if done is None:
+                            done = []
+                        done.append(k)
+            else:                           # an iteration with other verify lengths
+                for k in range(r):
+                    a = seq[k][it - first[k]]
+                    if a > once[k]:
+                        a = once[k]
+                    left = owed[k] - a - 1
+                    owed[k] = left
+                    emitted += a + 1
+                    if left <= 0:
+                        if done is None:
+                            done = []
+                        done.append(k)
+            kv_sum += emitted
             it += 1
             if done is not None or chunks:
                 self._kv_sum = kv_sum
@@ -138,7 +163,7 @@ class LoopReplica(ReplicaBase):
                     joiners = self.stamp_prefill(self.apply_prefill(chunks), end)
                     if joiners:
                         self._join(joiners, it)
-                kv_sum = self._kv_sum
+                kv_sum, total = self._kv_sum, self._sum_lengths
             now = end
             if now >= t_arr:
                 break
@@ -172,10 +197,11 @@ class LoopReplica(ReplicaBase):
             for k in range(r):
                 ver[k] += lengths[k]
             self._settled = it + 1
+        once = None if lengths is self._lengths or lengths == self._lengths else lengths
         if not self.prefilling:
-            return lengths, total, None, 0, 0
+            return once, total, None, 0, 0
         chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - r - total))
-        return lengths, total, chunks, sum(take for _, take in chunks), prefill_context
+        return once, total, chunks, sum(take for _, take in chunks), prefill_context
 
     # --- rows in and out ---------------------------------------------------------------------
 
@@ -192,6 +218,8 @@ class LoopReplica(ReplicaBase):
                 runs = bytes(steps)
             self._rid.append(rid)
             self._seq.append(runs)
+            self._tok.append(b"")
+            self._tok_len.append(-1)
             self._first.append(it)
             self._owed.append(steps)
             self._ver.append(0)
@@ -219,14 +247,16 @@ class LoopReplica(ReplicaBase):
         self.release(len(done), kv, end)
         if len(done) == 1:
             k = done[0]
-            for values in (self._rid, self._seq, self._first, self._owed, self._ver):
+            for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
+                           self._ver):
                 del values[k]
             if self._task is not None:
                 del self._tasks[k]
         else:
             gone = set(done)
             keep = [k for k in range(len(self._rid)) if k not in gone]
-            for values in (self._rid, self._seq, self._first, self._owed, self._ver):
+            for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
+                           self._ver):
                 values[:] = [values[k] for k in keep]
             if self._task is not None:
                 self._tasks[:] = [self._tasks[k] for k in keep]
