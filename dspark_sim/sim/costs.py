@@ -60,15 +60,12 @@ class IterationCost:
     def sps(self, batch_tokens: np.ndarray) -> np.ndarray:
         """Target steps per second at integer batch tokens (SPS(B) = 1 / step_time(B))."""
         b = np.asarray(batch_tokens, dtype=np.int64)
-        top = int(b.max(initial=0))
-        if top >= len(self._sps):
-            self._grow_step(top + 1)
+        self._fit(0, int(b.max(initial=0)))
         return self._sps[b]
 
     def sps_table(self, max_batch_tokens: int) -> np.ndarray:
         """SPS by integer batch tokens, covering at least 0..max_batch_tokens."""
-        if max_batch_tokens >= len(self._sps):
-            self._grow_step(max_batch_tokens + 1)
+        self._fit(0, max_batch_tokens)
         return self._sps
 
     def sps_list(self, max_batch_tokens: int) -> list[float]:
@@ -86,17 +83,13 @@ class IterationCost:
     def step_seconds(self, batch_tokens: np.ndarray) -> np.ndarray:
         """Target step seconds at integer batch tokens, without the context term."""
         b = np.asarray(batch_tokens, dtype=np.int64)
-        top = int(b.max(initial=0))
-        if top >= len(self._step):
-            self._grow_step(top + 1)
+        self._fit(0, int(b.max(initial=0)))
         return self._step[b]
 
     def draft_seconds(self, requests: np.ndarray, drafts: np.ndarray) -> np.ndarray:
         """Drafting seconds for `requests` decoding requests making `drafts` sequential drafts."""
         r = np.asarray(requests, dtype=np.int64)
-        top = int(r.max(initial=0))
-        if top >= len(self._draft):
-            self._grow_draft(top + 1)
+        self._fit(int(r.max(initial=0)), 0)
         t = self._draft[r]
         return t * drafts if self.per_draft else np.where(np.asarray(drafts) > 0, t, 0.0)
 

@@ -74,6 +74,16 @@ class Policy:
         return np.full(lengths.shape[0], self.drafts, dtype=np.int64)
 
 
+def memo(cache: dict, key, compute, limit: int = 64):
+    """cache[key], computed on a miss; the cache is emptied when it grows past `limit`."""
+    out = cache.get(key)
+    if out is None:
+        if len(cache) > limit:
+            cache.clear()
+        out = cache[key] = compute()
+    return out
+
+
 class Plan:
     """Verify lengths of one fixed batch composition as a function of the prefill base."""
 
@@ -163,13 +173,8 @@ class _SchedulePlan(Plan):
         self._list0: list[int] | None = None
 
     def lengths(self, base: int) -> np.ndarray:
-        out = self._by_base.get(base)
-        if out is None:
-            if len(self._by_base) > 64:
-                self._by_base.clear()
-            table = self.cost.sps_table(base + self.ranked.max_batch)
-            out = self._by_base[base] = self.ranked.lengths(base, table)
-        return out
+        return memo(self._by_base, base, lambda: self.ranked.lengths(
+            base, self.cost.sps_table(base + self.ranked.max_batch)))
 
     def lengths_list(self, base: int) -> list[int]:
         if base == 0 and self._list0 is not None:
@@ -215,13 +220,8 @@ class LaggedPlan(Plan):
         self._by_k: dict[int, list[int]] = {}
 
     def raw(self, base: int) -> int:
-        out = self._raw.get(base)
-        if out is None:
-            if len(self._raw) > 64:
-                self._raw.clear()
-            sps = self.cost.sps_list(base + self.ranked.max_batch)
-            out = self._raw[base] = self.ranked.budget_py(base, sps)
-        return out
+        return memo(self._raw, base, lambda: self.ranked.budget_py(
+            base, self.cost.sps_list(base + self.ranked.max_batch)))
 
     def lengths_for(self, budget: int) -> list[int]:
         k = min(budget, self.cap)
@@ -271,14 +271,11 @@ class _GoodputPlan(Plan):
         self._by_base: dict[int, np.ndarray] = {}
 
     def lengths(self, base: int) -> np.ndarray:
-        out = self._by_base.get(base)
-        if out is None:
-            if len(self._by_base) > 64:
-                self._by_base.clear()
+        def compute() -> np.ndarray:
             k = self.policy._best_k(self.gain, np.array([self.r]), np.array([base]),
                                     np.array([self.cap]), self.cost)
-            out = self._by_base[base] = np.full(self.r, int(k[0]), dtype=np.int64)
-        return out
+            return np.full(self.r, int(k[0]), dtype=np.int64)
+        return memo(self._by_base, base, compute)
 
     def lengths_list(self, base: int) -> list[int]:
         return [int(v) for v in self.lengths(base)]

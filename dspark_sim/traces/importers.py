@@ -30,14 +30,18 @@ class Imported:
     reordered: int = 0          # rows that were out of time order and were sorted
 
 
-def _open_csv(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+def _open(path: Path, **kwargs):
+    """Open a text file; a missing or unreadable one is bad input naming the file."""
     try:
-        handle = path.open(encoding="utf-8-sig", newline="")
+        return path.open(**kwargs)
     except FileNotFoundError:
         raise InputError("file not found", file=path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=path) from None
-    with handle:
+
+
+def _open_csv(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    with _open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None:
@@ -142,14 +146,8 @@ def import_burstgpt(path: str | Path, task: str = DEFAULT_TASK) -> Imported:
 def import_mooncake(path: str | Path, task: str = DEFAULT_TASK) -> Imported:
     """Mooncake JSONL (`timestamp` in ms, `input_length`, `output_length`)."""
     path = Path(path)
-    try:
-        handle = path.open(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", file=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
     lines, times, prompts, outputs = [], [], [], []
-    with handle:
+    with _open(path, encoding="utf-8") as handle:
         for line, text in enumerate(handle, start=1):
             if not text.strip():
                 continue
@@ -188,13 +186,8 @@ def import_trace(fmt: str, path: str | Path, task: str = DEFAULT_TASK) -> Import
 def detect_format(path: str | Path) -> str:
     """'trace' (our JSONL), 'azure', 'burstgpt' or 'mooncake', from the file's first line."""
     path = Path(path)
-    try:
-        with path.open(encoding="utf-8-sig") as handle:
-            first = next((ln for ln in handle if ln.strip()), "")
-    except FileNotFoundError:
-        raise InputError("file not found", file=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+    with _open(path, encoding="utf-8-sig") as handle:
+        first = next((ln for ln in handle if ln.strip()), "")
     head = first.strip()
     if head.startswith("{"):
         try:
