@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
         drafters: str = typer.Option("mtp1,eagle3,dflash,dspark", "--drafters",
                                      help="Drafter kinds to give draft_time tables (empty: none)."),
         name: Optional[str] = typer.Option(None, "--name", help="Profile name [from gpu, model, layout]."),
+        note: str = typer.Option("", "--note", help="Text appended to the profile's notes."),
         out: Optional[Path] = typer.Option(None, "--out", help="Write the profile YAML here (atomically)."),
         plot: Optional[Path] = typer.Option(None, "--plot", help="Plot PNG [next to --out]."),
     ) -> None:
@@ -80,6 +81,8 @@ def register(app: typer.Typer) -> None:
         layout = f"tp{tp}" + (f"-ep{ep}" if ep > 1 else "")
         name = name or f"{roof.gpu.name.lower()}x{roof.gpus}-{shape.name}-{layout}-{dtype}"
         profile = analytic_profile(roof, name, max_batch_tokens, max_batch_requests, kinds)
+        if note:
+            profile.extra["notes"] += " " + note
 
         table = Table(title=f"{name}: {profile.device}")
         for col in ("batch tokens", "step ms", "SPS", "tokens/s per GPU"):

@@ -43,7 +43,8 @@ def plot_profile(profile: HardwareProfile, path: str | Path, measurements: list[
                ylabel="target steps per second SPS(B)", title=profile.name)
     ax_tok.set(xscale="log", yscale="log", xlabel="batch tokens B",
                ylabel="batch tokens per second per GPU",
-               title=f"{profile.source}: {profile.device}"[:70])
+               title=f"{profile.source}, {gpus} GPU{'s' if gpus > 1 else ''} per replica")
+    fig.suptitle(f"{profile.model} on {profile.device}", fontsize=9)
     for ax in (ax_sps, ax_tok):
         ax.grid(True, which="both", alpha=0.3)
     ax_sps.legend(fontsize=7)
