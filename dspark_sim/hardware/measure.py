@@ -8,6 +8,8 @@ from typing import Callable
 import numpy as np
 
 from ..profiles.hardware import HardwareProfile
+from ..profiles.curve import Curve
+from .analytic_profile import significant
 from .fit import StepFit, fit_step_time
 from .profiler import ProfileGrid, Timing, profile_target
 from .roofline import Roofline
@@ -71,8 +73,8 @@ def measure_profile(model, grid: ProfileGrid, device: str, name: str, model_name
             "points": rows}
     max_tokens = int(max(t.batch_tokens for t in timings))
     profile = HardwareProfile(
-        name=name, source="measured", step_curve=fit.curve,
-        per_context_token_s=fit.per_context_token_s, device=describe_device(device),
+        name=name, source="measured", step_curve=Curve.of(fit.batch_tokens, significant(fit.seconds)),
+        per_context_token_s=float(significant(fit.per_context_token_s)), device=describe_device(device),
         model=model_name, gpus_per_replica=1, max_batch_tokens=max_tokens,
         max_batch_requests=int(max(grid.batches)), extra=extra)
     return profile, fit
