@@ -33,6 +33,19 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def path_or_shipped(name_or_path: str | Path, folder: Path, suffix: str, what: str,
+                    shipped: list[str]) -> Path:
+    """`name_or_path` if it exists, else `folder/NAME+suffix`; InputError listing `shipped` if neither."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    candidate = folder / f"{name_or_path}{suffix}"
+    if candidate.exists():
+        return candidate
+    raise InputError(f"no such file, and no {what} of that name ({', '.join(shipped) or 'none'})",
+                     file=name_or_path)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write text to `path` via a temporary file and a rename."""
     with atomic_path(path) as tmp:

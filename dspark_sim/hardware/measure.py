@@ -27,7 +27,8 @@ def describe_device(device: str) -> str:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
-    return f"{cpu}, {torch.get_num_threads()} torch threads (torch {torch.__version__})"
+    threads = torch.get_num_threads()
+    return f"{cpu}, {threads} torch thread{'s' if threads != 1 else ''} (torch {torch.__version__})"
 
 
 def analytic_errors(roof: Roofline, timings: list[Timing]) -> list[dict]:

@@ -157,17 +157,13 @@ class ModelShape:
 
 def config_path(config_or_preset: str | Path) -> Path:
     """The config.json behind a preset name, a config.json path, or a model folder."""
-    text = str(config_or_preset)
-    path = Path(text)
+    path = Path(config_or_preset)
     if path.is_dir():
         path = path / "config.json"
-    if path.exists():
-        return path
-    preset = PRESET_DIR / f"{text}.json"
-    if preset.exists():
-        return preset
-    raise InputError(f"no such config.json, and no built-in model preset of that name "
-                     f"(presets: {', '.join(preset_names())})", file=text)
+    if not path.exists() and not (PRESET_DIR / f"{config_or_preset}.json").exists():
+        raise InputError(f"no such config.json, and no built-in model preset of that name "
+                         f"(presets: {', '.join(preset_names())})", file=str(config_or_preset))
+    return path if path.exists() else PRESET_DIR / f"{config_or_preset}.json"
 
 
 def load_model_shape(config_or_preset: str | Path) -> ModelShape:

@@ -132,9 +132,9 @@ def profile_target(model, grid: ProfileGrid, device, seed: int = 0,
                    progress: Callable[[Timing], None] | None = None) -> list[Timing]:
     """Time `model` (a transformers causal LM already on `device`) over `grid`.
 
-    For each (context, R) one KV cache is filled; the widths are then timed round-robin
-    (one run of each width per round) so that a slow spell of a shared machine falls on all
-    widths alike instead of on one point.
+    For each R, one KV cache per context is filled; all (context, width) points of that R are
+    then timed round-robin (one run of each per round), so that a slow spell of a shared
+    machine falls on all of them alike instead of on one point.
     """
     import torch
 
@@ -145,22 +145,23 @@ def profile_target(model, grid: ProfileGrid, device, seed: int = 0,
     report = progress or (lambda t: None)
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")
-        for context in grid.contexts:
-            for requests in grid.batches:
-                cache = _fill_cache(model, _random_ids(generator, vocab, (requests, context), device))
-                points = [Timing("decode", requests, w, context) for w in grid.widths]
-                inputs = [_random_ids(generator, vocab, (requests, w), device) for w in grid.widths]
-                for round_ in range(grid.warmup + grid.repeats):
-                    for point, ids in zip(points, inputs):
-                        seconds = time_call(
-                            lambda: model(input_ids=ids, past_key_values=cache, use_cache=True),
-                            1, 0, sync, after=lambda: _crop(cache, context))
-                        if round_ >= grid.warmup:
-                            point.samples_s.extend(seconds)
-                for point in points:
-                    timings.append(point)
-                    report(point)
-                del cache
+        for requests in grid.batches:
+            caches = {c: _fill_cache(model, _random_ids(generator, vocab, (requests, c), device))
+                      for c in grid.contexts}
+            points = [(Timing("decode", requests, w, c),
+                       _random_ids(generator, vocab, (requests, w), device), caches[c])
+                      for c in grid.contexts for w in grid.widths]
+            for round_ in range(grid.warmup + grid.repeats):
+                for point, ids, cache in points:
+                    seconds = time_call(
+                        lambda: model(input_ids=ids, past_key_values=cache, use_cache=True),
+                        1, 0, sync, after=lambda: _crop(cache, point.context))
+                    if round_ >= grid.warmup:
+                        point.samples_s.extend(seconds)
+            for point, _, _ in points:
+                timings.append(point)
+                report(point)
+            del caches, points
         for chunk in grid.prefill_chunks:
             ids = _random_ids(generator, vocab, (1, chunk), device)
 

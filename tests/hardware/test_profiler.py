@@ -1,5 +1,6 @@
 """Profiler end to end on a tiny random Llama, the least-squares fit, and the `profile` command."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,11 +13,10 @@ from dspark_sim.hardware.profiler import ProfileGrid, Timing
 from dspark_sim.hardware.random_model import build_random_model
 from dspark_sim.profiles import HardwareProfile
 
-TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
-        "max_position_embeddings": 2048, "tie_word_embeddings": False}
+TINY_PATH = Path(__file__).parent / "data" / "tiny-llama.json"
+TINY = json.loads(TINY_PATH.read_text())
 GRID = ProfileGrid(batches=(1, 2, 4), widths=(1, 3), contexts=(16, 256), prefill_chunks=(8, 32),
-                   repeats=9, warmup=2)
+                   repeats=15, warmup=2)
 
 
 @pytest.fixture(autouse=True)
@@ -108,7 +108,6 @@ def test_profile_cli_bad_input_exits_2(args, message, tmp_path, capsys):
 def test_gpu_profile_script_runs_on_cpu_with_a_tiny_config(tmp_path):
     import os
     import subprocess
-    from pathlib import Path
 
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY))
