@@ -30,7 +30,7 @@ class LoopReplica(ReplicaBase):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         p, cost = self.policy, self.cost
-        self._unbounded = self.budget >= (1 << 24) or self.max_requests >= (1 << 24)
+        self._unbounded = self.budget >= (1 << 16) or self.max_requests >= (1 << 16)
         self._tables(min(self.max_requests, 1 << 16), min(self.budget, 1 << 16))
         self._context_ns = cost._context_ns if cost.per_context else 0.0
         self._task = self.sampler.task_index if self.sampler is not None else None

@@ -107,3 +107,10 @@ def test_bad_options_exit_2(trace, tmp_path, capsys, args, field):
 def test_missing_profile_names_the_file(trace, tmp_path, capsys):
     assert main(["replay", str(trace), "--hw", "no-such-hw", "--out", str(tmp_path / "o")]) == 2
     assert "no-such-hw" in capsys.readouterr().err
+
+
+def test_loop_engine_refuses_policies_it_cannot_plan(trace, tmp_path, capsys):
+    assert main(["replay", str(trace), "--policy", "oracle", "--engine", "loop",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "field 'engine'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
