@@ -68,12 +68,13 @@ class Cluster:
         cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None)
         planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
             (sampler is None or sampler.static_confidence or not probe.needs_confidence)
-        if engine == "loop" and not planned:
+        loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
+        if engine == "loop" and not loopable:
             raise InputError(f"engine 'loop' needs a policy decided per batch composition; "
                              f"{policy_name} with this profile is not", field="engine")
         cls = {"block": FastReplica, "loop": LoopReplica, "reference": ReferenceReplica}.get(engine)
-        if cls is None:     # "fast": per-iteration python loop where plans decide, else blocks
-            cls = LoopReplica if planned else FastReplica
+        if cls is None:     # "fast": per-iteration python loop where it applies, else blocks
+            cls = LoopReplica if loopable else FastReplica
         self.replicas: list[ReplicaBase] = [
             cls(i, self.env, self, table, hw, cost, make_policy(policy_name, gamma), sampler)
             for i in range(replicas)]

@@ -30,6 +30,7 @@ class IterationCost:
         self.per_context = float(hw.per_context_token_s)
         self._context_ns = self.per_context * NS
         self._sps_list: list[float] | None = None
+        self._seconds_lists: tuple[list[float], list[float]] | None = None
         self._step = np.zeros(0)
         self._draft = np.zeros(0)
         self._grow_step((hw.max_batch_tokens or 4095) + 1)
@@ -74,6 +75,14 @@ class IterationCost:
             self.sps_table(max_batch_tokens)
             self._sps_list = self._sps.tolist()
         return self._sps_list
+
+    def seconds_lists(self, max_requests: int, max_batch_tokens: int) -> tuple[list[float], list[float]]:
+        """Step seconds (by batch tokens) and draft seconds (by requests) as python lists."""
+        if self._seconds_lists is None or max_batch_tokens >= len(self._seconds_lists[0]) \
+                or max_requests >= len(self._seconds_lists[1]):
+            self._fit(max_requests, max_batch_tokens)
+            self._seconds_lists = (self._step.tolist(), self._draft.tolist())
+        return self._seconds_lists
 
     def ns_lists(self, max_requests: int, max_batch_tokens: int) -> tuple[list[float], list[float]]:
         """Draft and step nanosecond tables as python lists covering the given maxima."""

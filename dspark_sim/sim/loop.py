@@ -34,7 +34,7 @@ class LoopReplica(ReplicaBase):
         self._tables(min(self.max_requests, 1 << 16), min(self.budget, 1 << 16))
         self._context_ns = cost._context_ns if cost.per_context else 0.0
         self._task = self.sampler.task_index if self.sampler is not None else None
-        self._prompt, self._output, self._need = self.table.as_lists()
+        self._oracle = p.needs_accepted          # verifies exactly the accepted run
         # decoding rows, in batch order (lists are changed in place)
         self._rid: list[int] = []
         self._seq: list[bytes] = []       # accepted run of each decode step
@@ -73,7 +73,11 @@ class LoopReplica(ReplicaBase):
     def _refresh(self) -> None:
         """The rows changed: verify lengths of iterations without prefill."""
         self._key = tuple(self._tasks) if self._task is not None else (len(self._rid),)
-        self._lengths = lengths = self._plan(self._key).lengths_list(0) if self._rid else []
+        if self._oracle:             # tokens at length gamma are 1 + the accepted run
+            lengths = [self.gamma] * len(self._rid)
+        else:
+            lengths = self._plan(self._key).lengths_list(0) if self._rid else []
+        self._lengths = lengths
         self._sum_lengths = sum(lengths)
         tok_len = self._tok_len
         for k, length in enumerate(lengths):
@@ -102,33 +106,19 @@ class LoopReplica(ReplicaBase):
         context_ns, draft_fixed, step_ns = self._context_ns, self._draft_fixed, self._step_ns
         it = self.iterations
         kv_sum = self._kv_sum
-        lag = self.policy.lag
+        lag, oracle, budget = self.policy.lag, self._oracle, self.budget
         total = self._sum_lengths
         unbounded = self._unbounded
         while True:
             r = len(rid)
-            if prefilling or lag:
-                once, total_now, chunks, prefill, prefill_context = self._decide(it, r)
-                batch = r + total_now + prefill
+            if oracle:
+                once = self._oracle_trim(it, r) if r * (self.gamma + 1) > budget else None
+            elif prefilling or lag:
+                once = self._lengths_now(it, r)
             else:
-                once = chunks = None
-                prefill_context = 0
-                batch = r + total
-            if unbounded and (batch >= len(step_ns) or r >= len(self._draft_ns)):
-                self._tables(2 * r + 1, 2 * batch + 1)
-                draft_fixed, step_ns = self._draft_fixed, self._step_ns
-            if draft_fixed is not None:
-                ns = draft_fixed[r] + step_ns[batch]
-            else:
-                lengths = once if once is not None else self._lengths
-                k = max(lengths) if lengths else 0
-                draft = self._draft_ns[r] * k if self.cost.per_draft else \
-                    (self._draft_ns[r] if k > 0 else 0.0)
-                ns = draft + step_ns[batch]
-            if context_ns:
-                ns = ns + context_ns * (kv_sum + prefill_context)
-            end = now + round(ns)
-            # decoding rows: 1 + accepted drafts each, never more than they owe
+                once = None
+            # decoding rows: 1 + accepted drafts each (owed may go below 0: the surplus of the
+            # last step is dropped when the row retires)
             emitted = 0
             done = None
             if once is None:
@@ -153,6 +143,27 @@ class LoopReplica(ReplicaBase):
                         if done is None:
                             done = []
                         done.append(k)
+            verified = emitted - r if oracle else (total if once is None else sum(once))
+            batch = r + verified
+            chunks, prefill_context = None, 0
+            if prefilling:       # prefill takes what the decode tokens leave, FCFS
+                prefill_max = min(self._pending, max(0, budget - r))
+                chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - batch))
+                batch += sum(take for _, take in chunks)
+            if unbounded and (batch >= len(step_ns) or r >= len(self._draft_ns)):
+                self._tables(2 * r + 1, 2 * batch + 1)
+                draft_fixed, step_ns = self._draft_fixed, self._step_ns
+            if draft_fixed is not None:
+                ns = draft_fixed[r] + step_ns[batch]
+            else:
+                lengths = once if once is not None else self._lengths
+                k = max(lengths) if lengths else 0
+                draft = self._draft_ns[r] * k if self.cost.per_draft else \
+                    (self._draft_ns[r] if k > 0 else 0.0)
+                ns = draft + step_ns[batch]
+            if context_ns:
+                ns = ns + context_ns * (kv_sum + prefill_context)
+            end = now + round(ns)
             kv_sum += emitted
             it += 1
             if done is not None or chunks:
@@ -175,11 +186,11 @@ class LoopReplica(ReplicaBase):
         self.iterations = it
         return now
 
-    def _decide(self, it: int, r: int):
-        """Verify lengths and prefill chunks of an iteration with prefill to do, or of a
-        lagged policy (whose budget comes from two iterations earlier)."""
-        budget = self.budget
-        prefill_max = min(self.pending_prefill(), max(0, budget - r)) if self.prefilling else 0
+    def _lengths_now(self, it: int, r: int) -> list[int] | None:
+        """Verify lengths of an iteration with prefill to do (the base is the prefill it could
+        take) or of a lagged policy (budget from two iterations earlier); None when they are
+        the current rows' usual lengths."""
+        prefill_max = min(self._pending, max(0, self.budget - r)) if self.prefilling else 0
         lengths = self._lengths
         if self.policy.lag:
             plan = self._plan(self._key)
@@ -190,18 +201,28 @@ class LoopReplica(ReplicaBase):
                 lengths = plan.lengths_for(use)
         elif prefill_max and r:
             lengths = self._plan(self._key).lengths_list(prefill_max)
-        total = sum(lengths)
-        if lengths is not self._lengths and lengths != self._lengths:   # one iteration apart
-            self._settle(it)
-            ver = self._ver
-            for k in range(r):
-                ver[k] += lengths[k]
-            self._settled = it + 1
-        once = None if lengths is self._lengths or lengths == self._lengths else lengths
-        if not self.prefilling:
-            return once, total, None, 0, 0
-        chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - r - total))
-        return once, total, chunks, sum(take for _, take in chunks), prefill_context
+        if lengths is self._lengths or lengths == self._lengths:
+            return None
+        self._settle(it)                     # credit this one iteration's lengths apart
+        ver = self._ver
+        for k in range(r):
+            ver[k] += lengths[k]
+        self._settled = it + 1
+        return lengths
+
+    def _oracle_trim(self, it: int, r: int) -> list[int] | None:
+        """oracle verifies each row's accepted run; when their total passes the drafts budget,
+        earlier rows keep theirs first (as `cap_in_order`)."""
+        left = self.budget - r
+        runs = [self._seq[k][it - self._first[k]] for k in range(r)]
+        if sum(runs) <= left:
+            return None
+        out = []
+        for a in runs:
+            take = min(a, max(left, 0))
+            out.append(take)
+            left -= take
+        return out
 
     # --- rows in and out ---------------------------------------------------------------------
 
@@ -238,9 +259,10 @@ class LoopReplica(ReplicaBase):
             rid = self._rid[k]
             out = output[rid]
             steps = it - self._first[k]
-            ver = self._ver[k]
             # accepted drafts = decode tokens before the final clip - steps
-            self._results.append((rid, end, steps, out - 1 - self._owed[k] - steps, ver,
+            accepted = out - 1 - self._owed[k] - steps
+            ver = accepted if self._oracle else self._ver[k]
+            self._results.append((rid, end, steps, accepted, ver,
                                   ver if drafts is None else steps * drafts))
             self._kv_sum += self._owed[k] - prompt[rid] - out   # drop the overshoot and the row
             kv += need[rid]

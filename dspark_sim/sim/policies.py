@@ -269,6 +269,8 @@ class _GoodputPlan(Plan):
     def __init__(self, policy: Goodput, gain: np.ndarray, r: int, cap: int, cost: IterationCost) -> None:
         self.policy, self.gain, self.r, self.cap, self.cost = policy, gain, r, cap, cost
         self._by_base: dict[int, np.ndarray] = {}
+        # expected tokens for k = 0..gamma, as `_best_k` computes them
+        self._tokens = (r + np.concatenate([[0.0], np.cumsum(gain[0])])).tolist()
 
     def lengths(self, base: int) -> np.ndarray:
         def compute() -> np.ndarray:
@@ -278,7 +280,19 @@ class _GoodputPlan(Plan):
         return memo(self._by_base, base, compute)
 
     def lengths_list(self, base: int) -> list[int]:
-        return [int(v) for v in self.lengths(base)]
+        """`lengths` in plain python: the same float operations, so the same k."""
+        r, cost = self.r, self.cost
+        step, draft = cost.seconds_lists(r, base + r * (self.policy.gamma + 1))
+        d = draft[r]
+        best_k, best = 0, -np.inf
+        for k, tokens in enumerate(self._tokens):
+            if r * k > self.cap:
+                continue
+            part = d * k if cost.per_draft else (d if k > 0 else 0.0)
+            rate = tokens / (step[base + r + r * k] + part)
+            if rate > best:
+                best, best_k = rate, k
+        return [best_k] * r
 
 
 _STATIC = re.compile(r"^static-(\d+)$")

@@ -110,7 +110,14 @@ def test_missing_profile_names_the_file(trace, tmp_path, capsys):
 
 
 def test_loop_engine_refuses_policies_it_cannot_plan(trace, tmp_path, capsys):
-    assert main(["replay", str(trace), "--policy", "oracle", "--engine", "loop",
-                 "--out", str(tmp_path / "o")]) == 2
+    # dspark with measured per-step confidences decides per iteration: the block engine's job
+    acc = tmp_path / "m.acceptance.json"
+    acc.write_text(json.dumps({
+        "schema": "dspark-sim/acceptance/v1", "name": "m", "gamma": 2, "drafter_kind": "dspark",
+        "tasks": {"chat": {"kind": "empirical", "requests": [
+            {"accepted": [2, 0], "confidence": [[0.9, 0.8], [0.3, 0.2]]}]}}}))
+    args = ["replay", str(trace), "--policy", "dspark", "--acceptance", str(acc)]
+    assert main(args + ["--engine", "loop", "--out", str(tmp_path / "o")]) == 2
     assert "field 'engine'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+    assert main(args + ["--out", str(tmp_path / "p")]) == 0
