@@ -6,6 +6,8 @@ from typing import Any, Optional
 
 import typer
 
+from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
+
 # (label, summary key path, format); None values print as "-".
 TABLE_ROWS = [
     ("throughput (tok/s)", "throughput_tok_s", "{:,.0f}"),
@@ -59,12 +61,13 @@ def register(app: typer.Typer) -> None:
         trace: Path = typer.Argument(..., metavar="TRACE", help="Trace JSONL (formats.md)."),
         policy: str = typer.Option("dspark", "--policy", help="Policy or comma-separated policies "
                                    "to compare: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle."),
-        hw: str = typer.Option("h100-qwen3-8b-estimate", "--hw", help="Hardware profile: a shipped "
+        hw: str = typer.Option(DEFAULT_HW, "--hw", help="Hardware profile: a shipped "
                                "name (see `dspark-sim profiles list`) or a YAML path."),
         acceptance: Optional[str] = typer.Option(None, "--acceptance", help="Acceptance profile "
                                                  "for every speculative policy (name or path), or "
-                                                 "POLICY=ACC,... per policy. Default: paper-mtp1 "
-                                                 "for mtp1, paper-dspark-g5 for the others."),
+                                                 "POLICY=ACC,... per policy. Default: "
+                                                 f"{DEFAULT_MTP1_ACCEPTANCE} for mtp1, "
+                                                 f"{DEFAULT_ACCEPTANCE} for the others."),
         replicas: int = typer.Option(1, "--replicas", help="Number of replicas behind the router."),
         router: str = typer.Option("rr", "--router", help="rr (round-robin) or least-outstanding."),
         seed: int = typer.Option(0, "--seed", help="Seed of the acceptance draws (same seed, "
@@ -72,9 +75,9 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("runs/replay"), "--out", help="Output directory: "
                                  "requests.csv and summary.json (in DIR/<policy>/ for several policies)."),
         engine: str = typer.Option("fast", "--engine", help="fast (default: the python iteration "
-                                   "loop where the policy is decided per batch composition, "
-                                   "vectorised blocks otherwise), loop, block, or reference (one "
-                                   "SimPy step per iteration). All give identical results."),
+                                   "loop, or vectorised blocks for policies with measured "
+                                   "per-step confidences), loop, block, or reference (one SimPy "
+                                   "step per iteration). All give identical results."),
     ) -> None:
         """Simulate serving TRACE and compare policies: throughput per GPU, tok/s/user, TTFT."""
         from rich.console import Console

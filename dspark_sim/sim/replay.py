@@ -18,9 +18,7 @@ from .cluster import ROUTER_ALIASES, simulate
 from .metrics import requests_csv, requests_frame, summarise
 from .policies import check_policy_name, make_policy
 
-DEFAULT_HW = "h100-qwen3-8b-estimate"
-DEFAULT_ACCEPTANCE = "paper-dspark-g5"
-DEFAULT_MTP1_ACCEPTANCE = "paper-mtp1"
+from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 
 
 def default_acceptance(policy: str) -> str | None:
