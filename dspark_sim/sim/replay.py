@@ -15,10 +15,9 @@ from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_
                                  load_hw_profile)
 from ..traces.schema import Trace, load_trace
 from .cluster import ROUTER_ALIASES, simulate
+from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 from .metrics import requests_csv, requests_frame, summarise
 from .policies import check_policy_name, make_policy
-
-from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 
 
 def default_acceptance(policy: str) -> str | None:
