@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .schema import DEFAULT_TASK, Trace, load_trace
+from .schema import DEFAULT_TASK, Trace, iter_json_lines, load_trace
 
 FORMATS = ("azure", "burstgpt", "mooncake")
 
@@ -147,29 +147,20 @@ def import_mooncake(path: str | Path, task: str = DEFAULT_TASK) -> Imported:
     """Mooncake JSONL (`timestamp` in ms, `input_length`, `output_length`)."""
     path = Path(path)
     lines, times, prompts, outputs = [], [], [], []
-    with _open(path, encoding="utf-8") as handle:
-        for line, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", file=path, line=line) from None
-            if not isinstance(rec, dict):
-                raise InputError("expected a JSON object", file=path, line=line)
-            for key in ("timestamp", "input_length", "output_length"):
-                value = rec.get(key)
-                if key not in rec:
-                    raise InputError("missing required field", file=path, line=line, field=key)
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise InputError(f"expected a number, got {value!r}", file=path, line=line, field=key)
-                if key != "timestamp" and (value < 0 or not float(value).is_integer()):
-                    raise InputError(f"expected a non-negative integer, got {value!r}",
-                                     file=path, line=line, field=key)
-            times.append(rec["timestamp"] / 1000.0)
-            prompts.append(int(rec["input_length"]))
-            outputs.append(int(rec["output_length"]))
-            lines.append(line)
+    for line, rec in iter_json_lines(path):
+        for key in ("timestamp", "input_length", "output_length"):
+            value = rec.get(key)
+            if key not in rec:
+                raise InputError("missing required field", file=path, line=line, field=key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InputError(f"expected a number, got {value!r}", file=path, line=line, field=key)
+            if key != "timestamp" and (value < 0 or not float(value).is_integer()):
+                raise InputError(f"expected a non-negative integer, got {value!r}",
+                                 file=path, line=line, field=key)
+        times.append(rec["timestamp"] / 1000.0)
+        prompts.append(int(rec["input_length"]))
+        outputs.append(int(rec["output_length"]))
+        lines.append(line)
     return _build(path, lines, np.asarray(times, dtype=float), prompts, outputs, task)
 
 
