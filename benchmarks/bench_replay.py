@@ -36,7 +36,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", type=Path, help="trace JSONL (default: import the Azure conversation hour)")
     ap.add_argument("--policy", default="dspark", help="comma-separated policies")
-    ap.add_argument("--hw", default="h100-qwen3-8b-estimate")
+    ap.add_argument("--hw", default="h200-qwen3-8b-roofline")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--core", type=int, default=0, help="CPU core to pin to (-1: no pinning)")
     ap.add_argument("--engine", default="fast")

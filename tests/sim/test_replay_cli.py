@@ -30,7 +30,7 @@ def test_headline_command_uses_shipped_defaults(trace, tmp_path, capsys):
     assert list(frame.columns) == REQUEST_COLUMNS
     assert len(frame) == 60 and (frame["finish_s"] >= frame["first_token_s"]).all()
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["hw"] == "h100-qwen3-8b-estimate" and summary["acceptance"] == "paper-dspark-g5"
+    assert summary["hw"] == "h200-qwen3-8b-roofline" and summary["acceptance"] == "paper-dspark-g5"
     assert summary["requests"] == summary["completed"] == 60
     assert summary["output_tokens"] == frame["output_tokens"].sum()
     assert set(summary["tps_user"]) == {"mean", "p10", "p50", "p90", "p99"}
