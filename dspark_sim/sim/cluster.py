@@ -1,9 +1,9 @@
-"""The cluster: an arrival process, a router and N replica processes in one SimPy environment."""
+"""The cluster: an arrival source (open or closed loop), a router and N replica processes in one
+SimPy environment."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import simpy
@@ -13,8 +13,10 @@ from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..traces.schema import Trace
 from .acceptance import AcceptanceSampler
+from .arrivals import ClosedArrivals, OpenArrivals
 from .costs import IterationCost
 from .fast import MAX_RUN, FastReplica
+from .load import ClosedLoop
 from .loop import LoopReplica
 from .policies import make_policy
 from .reference import ReferenceReplica
@@ -50,16 +52,15 @@ class Router:
 
 
 class Cluster:
-    """Owns the environment; routes arrivals in time order (pushed by the arrival process,
-    pulled by replicas waking at the same instant, so ties never depend on event order)."""
+    """Owns the environment and the arrival source; replicas ask it for arrivals (`dispatch_until`,
+    `next_arrival_ns`) and tell it of finishes (`finished`, which drives a closed loop)."""
 
     def __init__(self, table: RequestTable, replicas: int, router: str, hw: HardwareProfile,
                  policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
-                 engine: str = "fast") -> None:
+                 engine: str = "fast", closed_loop: ClosedLoop | None = None) -> None:
         self.env = simpy.Environment()
         self.table = table
-        self._next = 0
-        self.tracks_outstanding = router == "least-outstanding" and replicas > 1
+        self.tracks_outstanding = router == "least-outstanding" and replicas > 1 and closed_loop is None
         gamma = acceptance.gamma if acceptance is not None else 1
         probe = make_policy(policy_name, gamma)
         sampler = None
@@ -79,29 +80,24 @@ class Cluster:
             cls(i, self.env, self, table, hw, cost, make_policy(policy_name, gamma), sampler)
             for i in range(replicas)]
         self.router = Router(router, self.replicas)
-        self.env.process(self._arrivals())
-
-    def _arrivals(self) -> Iterator[simpy.Event]:
-        arrival = self.table.arrival_ns
-        env = self.env
-        while self._next < self.table.n:
-            t = int(arrival[self._next])
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            self.dispatch_until(int(env.now))
+        if closed_loop is None:
+            self.source: OpenArrivals | ClosedArrivals = OpenArrivals(self.env, table, self.router)
+        else:
+            self.source = ClosedArrivals(self.env, table, closed_loop, self.replicas)
+        # a closed loop's finishes create arrivals (think_ns after them); None for an open loop
+        self.closed_think_ns: int | None = self.source.think_ns
 
     def dispatch_until(self, t_ns: int) -> None:
-        """Route every request that has arrived by t, in arrival order."""
-        arrival = self.table.arrival_ns
-        while self._next < self.table.n and arrival[self._next] <= t_ns:
-            rid = self._next
-            self._next += 1
-            self.router.route(rid, int(arrival[rid])).submit(rid)
+        """Queue at their replicas every request that has arrived by t, in arrival order."""
+        self.source.dispatch_until(t_ns)
 
     def next_arrival_ns(self, replica: ReplicaBase) -> int | None:
-        """Arrival time of the next request that could be routed to `replica`."""
-        rid = self.router.candidate_after(self._next, replica)
-        return int(self.table.arrival_ns[rid]) if rid is not None and rid < self.table.n else None
+        """Arrival time of the next request that could be queued at `replica`."""
+        return self.source.next_arrival_ns(replica)
+
+    def finished(self, replica: ReplicaBase, rids, t_ns) -> None:
+        """Requests `rids` of `replica` finish at t_ns (scalar or one per request)."""
+        self.source.finished(replica, rids, t_ns)
 
     def run(self) -> None:
         """Simulate until every request has finished."""
@@ -124,8 +120,9 @@ class SimOutcome:
 
 def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
              replicas: int = 1, router: str = "round-robin", seed: int = 0,
-             engine: str = "fast") -> SimOutcome:
-    """Serve `trace` with `replicas` replicas of `hw` under `policy`; every request finishes."""
+             engine: str = "fast", closed_loop: ClosedLoop | None = None) -> SimOutcome:
+    """Serve `trace` with `replicas` replicas of `hw` under `policy`; every request finishes.
+    With `closed_loop`, the trace gives only the requests' lengths and tasks (load.py)."""
     if router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {router!r}; choose rr or least-outstanding", field="router")
     if replicas < 1:
@@ -133,14 +130,15 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose {', '.join(ENGINES)}", field="engine")
     t0, c0 = time.perf_counter(), time.process_time()
-    table = RequestTable(trace)
+    table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
     kv = hw.kv_capacity_tokens
     if kv is not None and len(table.kv_need) and int(table.kv_need.max()) > kv:
         i = int(table.kv_need.argmax())
         raise InputError(f"request {table.ids[i]!r} needs {int(table.kv_need[i])} KV tokens "
                          f"(prompt + output) but the hardware profile holds {kv}",
                          field="kv_capacity_tokens")
-    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine)
+    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
+                      closed_loop)
     cluster.run()
     return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
                       time.process_time() - c0)

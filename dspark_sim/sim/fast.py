@@ -225,7 +225,7 @@ class FastReplica(ReplicaBase):
         """Drop finished rows (their fields reach the request table in `flush`)."""
         gone = self._state[:, finished]
         self._retired.append((gone, finish_ns))
-        self.release(gone.shape[1], int(gone[NEED].sum()), finish_ns)
+        self.release(gone[RID], int(gone[NEED].sum()), finish_ns)
         keep = ~finished
         self._state = self._state[:, keep]
         self._surv = self._surv[keep]
@@ -261,6 +261,15 @@ class FastReplica(ReplicaBase):
         end = m - 1 if last_fin >= m else last_fin
         if t_arr is not None and m > 1:
             end = min(end, int(np.searchsorted(times, t_arr, side="left")))
+        think = self.cluster.closed_think_ns
+        if think is not None and not self.waiting:
+            # a closed loop: the first finish sends its user's next request think_ns later
+            first_t = int(times[0]) if done0 else None
+            if int(fin.min()) < m:
+                t = int(times[int(fin.min())])
+                first_t = t if first_t is None else min(first_t, t)
+            if first_t is not None:
+                end = min(end, int(np.searchsorted(times, first_t + think, side="left")))
         kv_need = self.table.kv_need
         # requests done at column 0 are no longer running but still hold their KV
         freed_kv0 = int(kv_need[done0].sum()) if done0 else 0

@@ -109,6 +109,7 @@ class LoopReplica(ReplicaBase):
         lag, oracle, budget = self.policy.lag, self._oracle, self.budget
         total = self._sum_lengths
         unbounded = self._unbounded
+        closed = self.cluster.closed_think_ns is not None
         while True:
             r = len(rid)
             if oracle:
@@ -175,6 +176,10 @@ class LoopReplica(ReplicaBase):
                     if joiners:
                         self._join(joiners, it)
                 kv_sum, total = self._kv_sum, self._sum_lengths
+                if closed:          # a closed loop's finishes send the users' next requests
+                    t_next = self.cluster.next_arrival_ns(self)
+                    if t_next is not None and t_next < t_arr:
+                        t_arr = t_next
             now = end
             if now >= t_arr:
                 break
@@ -266,7 +271,7 @@ class LoopReplica(ReplicaBase):
                                   ver if drafts is None else steps * drafts))
             self._kv_sum += self._owed[k] - prompt[rid] - out   # drop the overshoot and the row
             kv += need[rid]
-        self.release(len(done), kv, end)
+        self.release([self._rid[k] for k in done], kv, end)
         if len(done) == 1:
             k = done[0]
             for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,

@@ -187,14 +187,18 @@ class ReplicaBase:
         if len(rids) == 0:
             return
         self.table.finish_ns[rids] = t_ns
-        self.release(len(rids), int(self.table.kv_need[rids].sum()), t_ns)
+        self.release(rids, int(self.table.kv_need[rids].sum()), t_ns)
 
-    def release(self, count: int, kv: int, t_ns) -> None:
-        """Free the slots and KV of `count` requests finishing at t (scalar or per request)."""
+    def release(self, rids, kv: int, t_ns) -> None:
+        """Free the slots and KV of requests `rids` finishing at t (scalar or per request); in a
+        closed loop their users send their next requests."""
+        count = len(rids)
         self.kv_used -= kv
         self.finished += count
         if self.cluster.tracks_outstanding:
             self._run_finish_ns = np.concatenate([self._run_finish_ns, np.broadcast_to(t_ns, count)])
+        if self.cluster.closed_think_ns is not None:
+            self.cluster.finished(self, rids, t_ns)
 
     def flush(self) -> None:
         """Write any state the engine keeps locally into the request table."""
