@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
+    if rc == 130:       # typer turns a Ctrl-C inside a command into exit code 130, silently
+        typer.echo("interrupted", err=True)
     return rc if isinstance(rc, int) else 0
 
 
