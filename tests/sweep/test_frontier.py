@@ -74,3 +74,19 @@ def test_search_finds_the_smallest_passing_count(threshold, upper):
         search.record(n, n >= threshold)
     assert search.ok == (threshold if threshold <= upper else None)
     assert len(asked) <= 2 * int(np.ceil(np.log2(upper + 1))) + 2
+
+
+def test_improved_acceptance_scales_tau():
+    from dspark_sim.errors import InputError
+    from dspark_sim.profiles.registry import load_acceptance_profile
+    from dspark_sim.sweep.whatif import improved_acceptance
+
+    base = load_acceptance_profile("paper-dspark-g5")
+    better = improved_acceptance(base, 1.10)
+    for name, task in base.tasks.items():
+        new = better.tasks[name]
+        assert new.mean_tau(5) == pytest.approx(1.10 * task.mean_tau(5), rel=1e-9)
+        assert np.all(new.position_accept >= task.position_accept) and np.all(new.position_accept <= 1)
+    assert base.tasks["chat"].mean_tau(5) == pytest.approx(3.21, abs=0.01)     # unchanged
+    with pytest.raises(InputError):
+        improved_acceptance(base, 2.0)          # tau 9.2 > gamma + 1
