@@ -12,6 +12,8 @@ from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTAN
 _ACC_HELP = ("Acceptance profile for every speculative policy (name or path), or POLICY=ACC,... "
              f"per policy. Default: {DEFAULT_MTP1_ACCEPTANCE} for mtp1, {DEFAULT_ACCEPTANCE} for the others.")
 _POLICY_HELP = "Comma-separated policies: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle."
+_PREFILL_HELP = ("local: replicas prefill the prompts too (chunked prefill); disaggregated: "
+                 "prompts are prefilled elsewhere and the replicas only decode (TTFT = queueing).")
 
 
 def _print_table(markdown: str, title: str) -> None:
@@ -56,6 +58,7 @@ def register(app: typer.Typer) -> None:
                                     "between a finish and its next request."),
         requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's first "
                                                "N requests."),
+        prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
         baseline: str = typer.Option("mtp1", "--baseline", help="Policy the gains are relative to."),
         workers: int = typer.Option(2, "--workers", help="Parallel worker processes (or Ray CPUs)."),
         executor: str = typer.Option("local", "--executor", help="local (processes) or ray "
@@ -77,7 +80,7 @@ def register(app: typer.Typer) -> None:
                           acceptance=parse_acceptance_option(acceptance, pols), load_mode=load,
                           points=points, load_range=parse_range(load_range), seeds=seeds,
                           replicas=replicas, router=router, requests_per_user=requests_per_user,
-                          warmup=warmup, think_s=think, max_requests=requests,
+                          warmup=warmup, think_s=think, max_requests=requests, prefill=prefill,
                           slas=parse_numbers(sla, "sla"), percentile=sla_percentile,
                           baseline=baseline)
         result = run_sweep(cfg, cache_dir=cache or out / "cache", workers=workers,
@@ -108,6 +111,7 @@ def register(app: typer.Typer) -> None:
         max_replicas: int = typer.Option(1024, "--max-replicas", help="Largest count tried."),
         requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's first "
                                                "N requests."),
+        prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
         baseline: str = typer.Option("mtp1", "--baseline", help="Policy the savings are relative to."),
         gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="Price of one "
                                                       "GPU-hour, for a cost column."),
@@ -129,7 +133,8 @@ def register(app: typer.Typer) -> None:
                          acceptance=parse_acceptance_option(acceptance, pols),
                          percentile=sla_percentile, ttft_p99_s=ttft_p99, rate_scale=rate_scale,
                          router=router, seeds=seeds, max_replicas=max_replicas,
-                         max_requests=requests, baseline=baseline, gpu_hour_cost=gpu_hour_cost)
+                         max_requests=requests, prefill=prefill, baseline=baseline,
+                         gpu_hour_cost=gpu_hour_cost)
         result = plan_capacity(cfg, cache_dir=cache or out / "cache", workers=workers,
                                executor=executor, show_progress=True, ray_address=ray_address)
         markdown = plan_markdown(result.table, baseline)

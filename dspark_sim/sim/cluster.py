@@ -27,6 +27,7 @@ ROUTERS = ("round-robin", "least-outstanding")
 ROUTER_ALIASES = {"rr": "round-robin", "round-robin": "round-robin",
                   "lo": "least-outstanding", "least-outstanding": "least-outstanding"}
 ENGINES = ("fast", "block", "loop", "reference")
+PREFILL_MODES = ("local", "disaggregated")
 
 
 class Router:
@@ -57,8 +58,10 @@ class Cluster:
 
     def __init__(self, table: RequestTable, replicas: int, router: str, hw: HardwareProfile,
                  policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
-                 engine: str = "fast", closed_loop: ClosedLoop | None = None) -> None:
+                 engine: str = "fast", closed_loop: ClosedLoop | None = None,
+                 prefill: str = "local") -> None:
         self.env = simpy.Environment()
+        self.prefill_elsewhere = prefill == "disaggregated"
         self.table = table
         self.tracks_outstanding = router == "least-outstanding" and replicas > 1 and closed_loop is None
         gamma = acceptance.gamma if acceptance is not None else 1
@@ -120,13 +123,19 @@ class SimOutcome:
 
 def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
              replicas: int = 1, router: str = "round-robin", seed: int = 0,
-             engine: str = "fast", closed_loop: ClosedLoop | None = None) -> SimOutcome:
+             engine: str = "fast", closed_loop: ClosedLoop | None = None,
+             prefill: str = "local") -> SimOutcome:
     """Serve `trace` with `replicas` replicas of `hw` under `policy`; every request finishes.
-    With `closed_loop`, the trace gives only the requests' lengths and tasks (load.py)."""
+    With `closed_loop`, the trace gives only the requests' lengths and tasks (load.py). With
+    prefill 'disaggregated', prompts are prefilled elsewhere: a request arrives with its KV
+    cache and first token and only decodes here."""
     if router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {router!r}; choose rr or least-outstanding", field="router")
     if replicas < 1:
         raise InputError(f"must be >= 1, got {replicas}", field="replicas")
+    if prefill not in PREFILL_MODES:
+        raise InputError(f"unknown prefill mode {prefill!r}; choose {' or '.join(PREFILL_MODES)}",
+                         field="prefill")
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose {', '.join(ENGINES)}", field="engine")
     t0, c0 = time.perf_counter(), time.process_time()
@@ -138,7 +147,7 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
                          f"(prompt + output) but the hardware profile holds {kv}",
                          field="kv_capacity_tokens")
     cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
-                      closed_loop)
+                      closed_loop, prefill)
     cluster.run()
     return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
                       time.process_time() - c0)

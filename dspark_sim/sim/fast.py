@@ -206,10 +206,14 @@ class FastReplica(ReplicaBase):
 
     # --- rows in and out ---------------------------------------------------------------------
 
-    def _join(self, joiners: list[int]) -> np.ndarray:
-        """Append requests whose prefill completed (they decode from the next column)."""
+    def join_decoding(self, rids: list[int]) -> None:
+        self._join(rids, first_step=0)
+
+    def _join(self, joiners: list[int], first_step: int = -1) -> np.ndarray:
+        """Append requests whose prefill completed: they decode from the next column (or, with
+        first_step 0, from the next block's column 0)."""
         t = self.table
-        cols = [[1, 0, int(t.prompt[r]) + 1, int(t.output[r]) - 1, -1, 0, r, int(t.kv_need[r])]
+        cols = [[1, 0, int(t.prompt[r]) + 1, int(t.output[r]) - 1, first_step, 0, r, int(t.kv_need[r])]
                 for r in joiners]
         self._state = np.concatenate([self._state, np.array(cols, dtype=np.int64).T], axis=1)
         if self.sampler is not None:

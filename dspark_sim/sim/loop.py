@@ -184,7 +184,16 @@ class LoopReplica(ReplicaBase):
             if now >= t_arr:
                 break
             if waiting:
-                self.admit()
+                if self.prefill_elsewhere:       # admitted requests join the rows at once
+                    self._kv_sum, self.iterations = kv_sum, it
+                    self.admit(now)
+                    kv_sum, total = self._kv_sum, self._sum_lengths
+                    if closed:          # a request owing one token finishes on admission
+                        t_next = self.cluster.next_arrival_ns(self)
+                        if t_next is not None and t_next < t_arr:
+                            t_arr = t_next
+                else:
+                    self.admit()
             if not prefilling and not rid:
                 break
         self._kv_sum = kv_sum
@@ -253,6 +262,9 @@ class LoopReplica(ReplicaBase):
                 self._tasks.append(int(self._task[rid]))
             self._kv_sum += self._prompt[rid] + 1
         self._refresh()
+
+    def join_decoding(self, rids: list[int]) -> None:
+        self._join(rids, self.iterations)
 
     def _retire(self, done: list[int], end: int, it: int) -> None:
         """Rows that emitted their last token in iteration it-1, ending at `end`."""

@@ -44,16 +44,18 @@ def _name(obj: Any, given: str | Path | None) -> str:
 def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
            *, replicas: int = 1, router: str = "round-robin", seed: int = 0, engine: str = "fast",
            trace_name: str | None = None, hw_name: str | None = None,
-           acceptance_name: str | None = None, closed_loop: ClosedLoop | None = None) -> ReplayResult:
+           acceptance_name: str | None = None, closed_loop: ClosedLoop | None = None,
+           prefill: str = "local") -> ReplayResult:
     """Simulate `trace` on `replicas` replicas of `hw` under `policy`; return the results.
-    With `closed_loop`, users send the trace's requests back to back (sim/load.py)."""
+    With `closed_loop`, users send the trace's requests back to back (sim/load.py); with
+    prefill 'disaggregated', the replicas only decode (prompts are prefilled elsewhere)."""
     check_policy_name(policy)
     probe = make_policy(policy, acceptance.gamma if acceptance is not None else 1)
     if probe.speculative and acceptance is None:
         raise InputError(f"policy {policy} needs an acceptance profile", field="acceptance")
     outcome = simulate(trace, policy, hw, acceptance if probe.speculative else None,
                        replicas=replicas, router=router, seed=seed, engine=engine,
-                       closed_loop=closed_loop)
+                       closed_loop=closed_loop, prefill=prefill)
     frame = requests_frame(outcome.table)
     summary = summarise(frame, policy=policy, trace=trace_name or trace.name,
                         hw=hw_name or hw.name,
@@ -62,7 +64,8 @@ def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptanc
                         iterations=outcome.iterations, sim_wall_s=outcome.wall_s)
     summary.update({"replicas": replicas, "router": ROUTER_ALIASES.get(router, router),
                     "gpus": hw.gpus_per_replica * replicas,
-                    "closed_loop": asdict(closed_loop) if closed_loop is not None else None})
+                    "closed_loop": asdict(closed_loop) if closed_loop is not None else None,
+                    "prefill": prefill})
     return ReplayResult(policy, frame, summary)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..sim.cluster import PREFILL_MODES
 from ..sim.defaults import DEFAULT_HW
 from .cache import PointCache
 from .executors import run_points
@@ -42,6 +43,7 @@ class PlanConfig:
     seeds: int = 1
     max_replicas: int = 1024
     max_requests: int | None = None
+    prefill: str = "local"
     baseline: str | None = "mtp1"
     gpu_hour_cost: float | None = None
 
@@ -99,6 +101,9 @@ def _check(cfg: PlanConfig) -> None:
         raise InputError(f"must be >= 1, got {cfg.seeds}", field="seeds")
     if not 0 <= cfg.percentile <= 100:
         raise InputError(f"must be 0..100, got {cfg.percentile}", field="sla-percentile")
+    if cfg.prefill not in PREFILL_MODES:
+        raise InputError(f"unknown prefill mode {cfg.prefill!r}; choose {' or '.join(PREFILL_MODES)}",
+                         field="prefill")
 
 
 def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor: str = "local",
@@ -109,7 +114,8 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
     trace, hw_path, accs, hw = resolve_inputs(SweepConfig(cfg.trace, cfg.policies, hw=cfg.hw,
                                                           acceptance=cfg.acceptance))
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode="rate",
-                 load=cfg.rate_scale, router=cfg.router, max_requests=cfg.max_requests)
+                 load=cfg.rate_scale, router=cfg.router, max_requests=cfg.max_requests,
+                 prefill=cfg.prefill)
     cache = PointCache(cache_dir)
     searches = {p: _Search(cfg.max_replicas) for p in cfg.policies}
     seen: dict[Point, dict[str, Any]] = {}

@@ -7,6 +7,9 @@ Measurement (docs/sweeps.md):
   cycle times = finish - arrival + think) over those requests: each user's token rate,
   summed over the users (exact for users in lock step, unbiased by the ramp and the drain).
 - open loop (`rate`): every request; throughput = output tokens / (last finish - first arrival).
+- with prefill elsewhere (`disaggregated`), the replicas emit only the decode tokens (the first
+  token comes with the request from the prefill fleet): throughput counts output_tokens - 1,
+  and GPUs are the decode replicas' only.
 """
 from __future__ import annotations
 
@@ -73,7 +76,7 @@ def run_point(point: Point) -> dict[str, Any]:
     acc = _acceptance(point.acceptance) if point.acceptance else None
     loop = closed_loop_of(point, len(trace)) if point.load_mode == "concurrency" else None
     result = replay(trace, point.policy, hw, acc, replicas=point.replicas, router=point.router,
-                    seed=point.seed, engine=point.engine, closed_loop=loop)
+                    seed=point.seed, engine=point.engine, closed_loop=loop, prefill=point.prefill)
     metrics = measure(result.requests, point, gpus=hw.gpus_per_replica * point.replicas)
     metrics.update(iterations=result.summary["iterations"], sim_wall_s=result.summary["sim_wall_s"],
                    sim_version=sim_version())
@@ -96,6 +99,8 @@ def measure(frame: pd.DataFrame, point: Point, gpus: int) -> dict[str, Any]:
     first = frame["first_token_s"].to_numpy()
     finish = frame["finish_s"].to_numpy()
     output = frame["output_tokens"].to_numpy()
+    if point.prefill == "disaggregated":
+        output = output - 1                     # the first token came from the prefill fleet
     if point.load_mode == "concurrency":
         users = int(point.load)
         keep = steady_mask(frame, users, point.requests_per_user, point.warmup)

@@ -16,6 +16,7 @@ from ..errors import InputError
 from ..fileio import atomic_path, write_json_atomic, write_text_atomic
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
+from ..sim.cluster import PREFILL_MODES
 from ..sim.defaults import DEFAULT_HW
 from ..sim.policies import make_policy
 from ..sim.replay import default_acceptance
@@ -48,6 +49,7 @@ class SweepConfig:
     warmup: int = 1
     think_s: float = 0.0
     max_requests: int | None = None
+    prefill: str = "local"
     slas: list[float] = field(default_factory=lambda: [80.0, 120.0])
     percentile: int = 50
     baseline: str | None = "mtp1"
@@ -80,6 +82,9 @@ def _check(cfg: SweepConfig) -> None:
     if cfg.load_mode == "concurrency" and cfg.requests_per_user <= cfg.warmup:
         raise InputError(f"each user must send more requests ({cfg.requests_per_user}) than the "
                          f"warm-up leaves out ({cfg.warmup})", field="requests-per-user")
+    if cfg.prefill not in PREFILL_MODES:
+        raise InputError(f"unknown prefill mode {cfg.prefill!r}; choose {' or '.join(PREFILL_MODES)}",
+                         field="prefill")
     if cfg.max_requests is not None and cfg.max_requests < 1:
         raise InputError(f"must be >= 1, got {cfg.max_requests}", field="requests")
 
@@ -123,7 +128,7 @@ def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode=cfg.load_mode,
                  load=0.0, replicas=cfg.replicas, router=cfg.router,
                  requests_per_user=cfg.requests_per_user, warmup=cfg.warmup, think_s=cfg.think_s,
-                 max_requests=cfg.max_requests, engine=cfg.engine)
+                 max_requests=cfg.max_requests, prefill=cfg.prefill, engine=cfg.engine)
     points = [replace(base, policy=p, acceptance=accs[p], load=v, seed=s)
               for p in cfg.policies for v in grid.values for s in range(cfg.seeds)]
     return points, grid.values
@@ -193,7 +198,7 @@ def write_sweep(result: SweepResult, out_dir: str | Path) -> list[Path]:
     written += write_table(result.sla, out / "sla.csv")
     write_text_atomic(out / "sla.md", sla_markdown(result.sla))
     title = (f"{Path(cfg.trace).name} on {Path(str(cfg.hw)).stem} x{cfg.replicas}, "
-             f"{cfg.load_mode} load, {cfg.seeds} seed(s)")
+             f"{cfg.load_mode} load, {cfg.prefill} prefill, {cfg.seeds} seed(s)")
     written += [out / "sla.md",
                 frontier_plot(result.results, result.sla, cfg.percentile, out / "frontier.png", title),
                 concurrency_plot(result.results, out / "concurrency.png", title)]

@@ -32,7 +32,8 @@ class Point:
     requests_per_user: int = 16     # closed loop: requests each user sends
     warmup: int = 1                 # closed loop: first requests of each user left out of metrics
     think_s: float = 0.0            # closed loop: pause between a finish and the user's next request
-    max_requests: int | None = None  # rate: only the trace's first N requests
+    max_requests: int | None = None  # only the trace's first N requests
+    prefill: str = "local"          # "disaggregated": prompts prefilled elsewhere, replicas decode
     engine: str = "fast"
 
     def key(self) -> str:

@@ -110,3 +110,67 @@ def test_closed_loop_bad_input():
                    dict(users=1, requests_per_user=1, think_s=-1.0)):
         with pytest.raises(InputError):
             ClosedLoop(**kwargs)
+
+
+@st.composite
+def disaggregated_scenarios(draw):
+    if draw(st.booleans()):
+        sc = draw(closed_scenarios())
+    else:
+        trace = draw(traces(max_requests=20))
+        sc = dict(trace=trace, loop=None, hw=draw(hardware(trace)), acc=draw(acceptance()),
+                  policy=draw(st.sampled_from(POLICIES)), replicas=draw(st.integers(1, 3)),
+                  router=draw(st.sampled_from(["rr", "least-outstanding"])), seed=draw(st.integers(0, 3)))
+    return dict(sc, prefill="disaggregated")
+
+
+def run_any(sc, engine):
+    return simulate(sc["trace"], sc["policy"], sc["hw"], sc["acc"], replicas=sc["replicas"],
+                    router=sc["router"], seed=sc["seed"], engine=engine, closed_loop=sc["loop"],
+                    prefill=sc.get("prefill", "local"))
+
+
+def check_disaggregated(sc, out):
+    """Prefill elsewhere: the first token comes at admission (no prefill iteration), so a
+    request's TTFT is its queueing delay and an idle replica starts it at its arrival."""
+    if sc["loop"] is not None:
+        check_closed_loop(sc, out)
+    else:
+        check_conservation(sc, out)
+    t = out.table
+    lone = (t.kv_need <= (sc["hw"].kv_capacity_tokens or 1 << 60))
+    assert lone.all()
+    first_in = np.zeros(t.n, dtype=bool)
+    for rep in range(sc["replicas"]):           # the first request a replica ever gets
+        mine = np.flatnonzero(t.replica == rep)
+        if len(mine):
+            first_in[mine[np.argmin(t.arrival_ns[mine])]] = True
+    assert (t.first_token_ns[first_in] == t.arrival_ns[first_in]).all()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(disaggregated_scenarios())
+def test_disaggregated_prefill_engines_equal_reference(sc):
+    ref = run_any(sc, "reference")
+    check_disaggregated(sc, ref)
+    for engine in ("fast", "block"):
+        out = run_any(sc, engine)
+        check_disaggregated(sc, out)
+        for name in FIELDS + ("arrival_ns",):
+            np.testing.assert_array_equal(getattr(out.table, name), getattr(ref.table, name),
+                                          err_msg=f"{engine} {name}")
+        assert out.iterations == ref.iterations
+
+
+def test_disaggregated_lock_step_closed_form():
+    """Decode only: a request is (L-1)/(k+1) iterations of S(C(k+1)), no prefill iteration."""
+    s0, s1, users, out_len = 0.01, 1e-4, 4, 61
+    hw = table_hw([1, 2], [s0 + s1, s0 + 2 * s1])
+    acc = parametric({"chat": [1.0] * 4})
+    for policy, k in (("ar", 0), ("static-3", 3)):
+        out = simulate(make_trace([0], [50], [out_len]), policy, hw, acc,
+                       closed_loop=ClosedLoop(users, 3), prefill="disaggregated")
+        cycle = (out_len - 1) // (k + 1) * (s0 + s1 * users * (k + 1))
+        np.testing.assert_allclose(out.table.finish_ns / NS, np.repeat(np.arange(1, 4) * cycle, users),
+                                   rtol=1e-7)
+        np.testing.assert_array_equal(out.table.first_token_ns, out.table.arrival_ns)

@@ -34,11 +34,28 @@ def lock_step(tmp_path_factory):
     return run_sweep(cfg)
 
 
-def closed_form(k: int, users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def closed_form(k: int, users: np.ndarray, prefill: str = "local") -> tuple[np.ndarray, np.ndarray]:
     step = lambda b: S0 + S1 * b  # noqa: E731
     tps = (k + 1) / step(users * (k + 1))
-    throughput = users * L / (step(users) + (L - 1) // (k + 1) * step(users * (k + 1)))
-    return tps, throughput
+    decode = (L - 1) // (k + 1) * step(users * (k + 1))
+    if prefill == "disaggregated":      # decode tokens only, no prefill iteration
+        return tps, users * (L - 1) / decode
+    return tps, users * L / (step(users) + decode)
+
+
+def test_disaggregated_lock_step_matches_closed_form(tmp_path):
+    cfg = SweepConfig(trace=str(write_identical_trace(tmp_path / "t.jsonl", 5, 300, L)),
+                      policies=["ar", "static-3"], hw=str(write_linear_hw(tmp_path / "hw.yaml", S0, S1)),
+                      acceptance={"static-3": str(write_parametric(tmp_path / "d.acceptance.json", [1.0] * 3))},
+                      points=len(USERS), load_range=(1, 64), requests_per_user=3, slas=[80.0],
+                      prefill="disaggregated", baseline=None)
+    res = run_sweep(cfg).results
+    for policy, k in (("ar", 0), ("static-3", 3)):
+        rows = res[res["policy"] == policy].sort_values("load")
+        tps, thr = closed_form(k, rows["load"].to_numpy(), "disaggregated")
+        np.testing.assert_allclose(rows[tps_column(50)], tps, rtol=1e-6)
+        np.testing.assert_allclose(rows["throughput_tok_s_per_gpu"], thr, rtol=1e-6)
+        np.testing.assert_allclose(rows["ttft_p99_s"], 0.0, atol=1e-12)
 
 
 def test_lock_step_points_match_closed_form(lock_step):

@@ -79,6 +79,7 @@ def test_sweep_cli_rate_load(tmp_path):
     (["--requests-per-user", "1"], "requests-per-user"),
     (["--executor", "slurm"], "executor"),
     (["--sla-percentile", "101"], "sla-percentile"),
+    (["--prefill", "remote"], "prefill"),
 ])
 def test_sweep_bad_options_exit_2_and_write_nothing(tmp_path, capsys, args, field):
     out = tmp_path / "out"
