@@ -40,8 +40,9 @@ def frontier_plot(results: pd.DataFrame, sla: pd.DataFrame, percentile: int, pat
                 label=policy)
     for value in dict.fromkeys(sla["sla_tps_user"]):
         ax.axvline(value, color="0.5", ls=":", lw=1)
-        ax.text(value, 1.0, f" {value:g} tok/s/user", transform=ax.get_xaxis_transform(),
-                va="top", ha="left", fontsize=8, color="0.35")
+        ax.text(value, 0.98, f"SLA {value:g} ", transform=ax.get_xaxis_transform(), rotation=90,
+                va="top", ha="right", fontsize=8, color="0.35")
+    order = {p: i for i, p in enumerate(policies)}
     for _, row in sla.iterrows():
         v = row["throughput_tok_s_per_gpu"]
         if not np.isfinite(v):
@@ -51,7 +52,8 @@ def frontier_plot(results: pd.DataFrame, sla: pd.DataFrame, percentile: int, pat
         gain = row["gain_vs_baseline"]
         if row["policy"] != row["baseline"] and isinstance(gain, float) and not np.isnan(gain):
             ax.annotate(format_gain(gain), (row["sla_tps_user"], v), textcoords="offset points",
-                        xytext=(6, 4), fontsize=8, color=c, fontweight="bold")
+                        xytext=(7, 10 - 11 * order.get(row["policy"], 0)), fontsize=8, color=c,
+                        fontweight="bold")
     ax.set_xlabel(f"tokens/s/user (p{percentile} of requests)")
     ax.set_ylabel("throughput (output tok/s per GPU)")
     ax.set_ylim(bottom=0)
