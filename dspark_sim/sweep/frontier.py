@@ -6,8 +6,9 @@ Definitions (docs/sweeps.md):
   ascending, throughput strictly descending;
 - throughput at SLA X is read off the frontier taken as piecewise linear in (tps_user,
   throughput): between the two frontier points that bracket X, linear interpolation; if even
-  the frontier's highest-throughput point meets X, that point's throughput, marked
-  `lower-bound` (more load might give more); if no point meets X, unmet (NaN).
+  the frontier's highest-throughput point meets X, that point's throughput: the policy's
+  `peak` when more load was measured and gave less, `lower-bound` when that point is the
+  sweep's highest load (more load might give more); if no point meets X, unmet (NaN).
 """
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array(keep[::-1], dtype=int)
 
 
-def throughput_at(x: np.ndarray, y: np.ndarray, sla: float) -> tuple[float, str]:
+def throughput_at(x: np.ndarray, y: np.ndarray, sla: float,
+                  load: np.ndarray | None = None) -> tuple[float, str]:
     """Throughput at an SLA on the frontier of (x = tps_user, y = throughput): (value, status)
-    with status 'interpolated', 'measured', 'lower-bound' or 'unmet'."""
+    with status 'interpolated', 'measured', 'peak', 'lower-bound' or 'unmet' (`load`: the
+    points' loads, to tell a peak from a sweep that stopped short; without it, lower-bound)."""
     idx = pareto(x, y)
     if len(idx) == 0:
         return float("nan"), "unmet"
@@ -58,7 +61,9 @@ def throughput_at(x: np.ndarray, y: np.ndarray, sla: float) -> tuple[float, str]
     if sla > fx[-1]:
         return float("nan"), "unmet"
     if sla <= fx[0]:
-        return float(fy[0]), "lower-bound"
+        loads = None if load is None else np.asarray(load, dtype=float)
+        peak = loads is not None and loads[idx[0]] < loads.max()
+        return float(fy[0]), "peak" if peak else "lower-bound"
     i = int(np.searchsorted(fx, sla, side="left"))      # fx[i-1] < sla <= fx[i]
     if fx[i] == sla:
         return float(fy[i]), "measured"
@@ -77,7 +82,8 @@ def sla_table(results: pd.DataFrame, slas: list[float], percentile: int,
         mean = agg[agg["policy"] == policy]
         per_seed = results[results["policy"] == policy]
         for sla in slas:
-            value, status = throughput_at(mean[x].to_numpy(), mean[THROUGHPUT].to_numpy(), sla)
+            value, status = throughput_at(mean[x].to_numpy(), mean[THROUGHPUT].to_numpy(), sla,
+                                          mean["load"].to_numpy())
             # per seed, an unmet SLA counts as 0 tok/s/GPU (nothing can be served at it)
             seeds = [np.nan_to_num(throughput_at(g[x].to_numpy(), g[THROUGHPUT].to_numpy(), sla)[0])
                      for _, g in per_seed.groupby("seed")]
@@ -128,7 +134,7 @@ def sla_markdown(table: pd.DataFrame) -> str:
                 cells.append("unmet")
                 continue
             spread = f" ({r['seed_min']:,.0f}-{r['seed_max']:,.0f})" if r["seeds"] > 1 else ""
-            mark = " (>=, load-limited)" if r["status"] == "lower-bound" else ""
+            mark = {"lower-bound": " (>=, highest load)", "peak": " (peak)"}.get(r["status"], "")
             cells.append(f"{v:,.0f}{spread}{mark}")
         if base:
             cells += [format_gain(sub.loc[s]["gain_vs_baseline"]) for s in slas]

@@ -36,6 +36,11 @@ def test_throughput_at_statuses():
     assert throughput_at(x, y, 75.0) == (pytest.approx(800.0), "interpolated")
     assert throughput_at(x, y, 100.0) == (600.0, "measured")
     assert throughput_at(x, y, 20.0) == (1000.0, "lower-bound")
+    # more load measured past the throughput peak (dominated): the SLA does not bind at the peak
+    load = np.array([3.0, 2.0, 1.0, 4.0])
+    xs, ys = np.append(x, 30.0), np.append(y, 700.0)
+    assert throughput_at(xs, ys, 20.0, load) == (1000.0, "peak")
+    assert throughput_at(x, y, 20.0, load[:3]) == (1000.0, "lower-bound")
     value, status = throughput_at(x, y, 250.0)
     assert np.isnan(value) and status == "unmet"
 
