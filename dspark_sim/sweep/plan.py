@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..sim.cluster import PREFILL_MODES
+from ..sim.cluster import PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
 from .cache import PointCache
 from .executors import run_points
@@ -93,6 +93,8 @@ def passes(metrics: list[dict[str, Any]], cfg: PlanConfig) -> bool:
 def _check(cfg: PlanConfig) -> None:
     if not cfg.sla > 0:
         raise InputError(f"must be > 0, got {cfg.sla}", field="sla")
+    if not cfg.rate_scale > 0 or not np.isfinite(cfg.rate_scale):
+        raise InputError(f"must be a positive number, got {cfg.rate_scale}", field="rate-scale")
     if cfg.max_replicas < 1:
         raise InputError(f"must be >= 1, got {cfg.max_replicas}", field="max-replicas")
     if cfg.ttft_p99_s is not None and not cfg.ttft_p99_s > 0:
@@ -101,6 +103,8 @@ def _check(cfg: PlanConfig) -> None:
         raise InputError(f"must be >= 1, got {cfg.seeds}", field="seeds")
     if not 0 <= cfg.percentile <= 100:
         raise InputError(f"must be 0..100, got {cfg.percentile}", field="sla-percentile")
+    if cfg.router not in ROUTER_ALIASES:
+        raise InputError(f"unknown router {cfg.router!r}; choose rr or least-outstanding", field="router")
     if cfg.prefill not in PREFILL_MODES:
         raise InputError(f"unknown prefill mode {cfg.prefill!r}; choose {' or '.join(PREFILL_MODES)}",
                          field="prefill")
@@ -114,7 +118,7 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
     trace, hw_path, accs, hw = resolve_inputs(SweepConfig(cfg.trace, cfg.policies, hw=cfg.hw,
                                                           acceptance=cfg.acceptance))
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode="rate",
-                 load=cfg.rate_scale, router=cfg.router, max_requests=cfg.max_requests,
+                 load=cfg.rate_scale, router=ROUTER_ALIASES[cfg.router], max_requests=cfg.max_requests,
                  prefill=cfg.prefill)
     cache = PointCache(cache_dir)
     searches = {p: _Search(cfg.max_replicas) for p in cfg.policies}

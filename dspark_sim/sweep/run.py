@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..fileio import atomic_path, write_json_atomic, write_text_atomic
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
-from ..sim.cluster import PREFILL_MODES
+from ..sim.cluster import PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
 from ..sim.policies import make_policy
 from ..sim.replay import default_acceptance
@@ -82,6 +82,8 @@ def _check(cfg: SweepConfig) -> None:
     if cfg.load_mode == "concurrency" and cfg.requests_per_user <= cfg.warmup:
         raise InputError(f"each user must send more requests ({cfg.requests_per_user}) than the "
                          f"warm-up leaves out ({cfg.warmup})", field="requests-per-user")
+    if cfg.router not in ROUTER_ALIASES:
+        raise InputError(f"unknown router {cfg.router!r}; choose rr or least-outstanding", field="router")
     if cfg.prefill not in PREFILL_MODES:
         raise InputError(f"unknown prefill mode {cfg.prefill!r}; choose {' or '.join(PREFILL_MODES)}",
                          field="prefill")
@@ -126,7 +128,7 @@ def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
     low, high = cfg.load_range or default_load_range(cfg.load_mode, hw, cfg.replicas)
     grid = load_grid(cfg.load_mode, cfg.points, low, high)
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode=cfg.load_mode,
-                 load=0.0, replicas=cfg.replicas, router=cfg.router,
+                 load=0.0, replicas=cfg.replicas, router=ROUTER_ALIASES[cfg.router],
                  requests_per_user=cfg.requests_per_user, warmup=cfg.warmup, think_s=cfg.think_s,
                  max_requests=cfg.max_requests, prefill=cfg.prefill, engine=cfg.engine)
     points = [replace(base, policy=p, acceptance=accs[p], load=v, seed=s)

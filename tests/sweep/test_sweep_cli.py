@@ -80,6 +80,7 @@ def test_sweep_cli_rate_load(tmp_path):
     (["--executor", "slurm"], "executor"),
     (["--sla-percentile", "101"], "sla-percentile"),
     (["--prefill", "remote"], "prefill"),
+    (["--router", "random"], "router"),
 ])
 def test_sweep_bad_options_exit_2_and_write_nothing(tmp_path, capsys, args, field):
     out = tmp_path / "out"
@@ -99,6 +100,19 @@ def test_sweep_bad_trace_names_file_and_line(tmp_path, capsys):
     assert main(["sweep", "--trace", str(bad), "--out", str(out)]) == 2
     assert f"{bad}:2: field 'prompt_tokens'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_error_in_a_worker_process_exits_2(tmp_path, capsys):
+    """A request that can never fit the KV cache is found by the simulation, in a worker."""
+    trace = write_identical_trace(tmp_path / "t.jsonl", 4, 500, 10)
+    hw = write_constant_hw(tmp_path / "hw.yaml", 0.01, kv_capacity_tokens=100)
+    out = tmp_path / "out"
+    assert main(["sweep", "--trace", str(trace), "--hw", str(hw), "--policies", "ar,mtp1",
+                 "--points", "2", "--load-range", "1,2", "--requests-per-user", "2",
+                 "--workers", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'kv_capacity_tokens'" in err and "Traceback" not in err
+    assert not (out / "results.csv").exists()
 
 
 def test_plan_equals_exhaustive_search(tmp_path):
