@@ -42,9 +42,10 @@ def register(app: typer.Typer) -> None:
                                                  "max_batch_requests x replicas) or rate factors "
                                                  "(default 0.25,4)."),
         sla: str = typer.Option("80,120", "--sla", help="SLAs in tok/s/user, comma-separated."),
-        sla_percentile: int = typer.Option(50, "--sla-percentile", help="A point meets an SLA when "
-                                           "this percentile of its requests' tok/s/user is >= the "
-                                           "SLA (50: the median request; 10: 90% of requests)."),
+        sla_percentile: str = typer.Option("50", "--sla-percentile", help="A point meets an SLA "
+                                           "when this percentile of its requests' tok/s/user is >= "
+                                           "the SLA (50: the median request; 10: 90% of requests), "
+                                           "or 'mean' for their mean."),
         seeds: int = typer.Option(1, "--seeds", help="Seeds per point (acceptance draws; in a closed "
                                   "loop also the trace rows the users start from)."),
         replicas: int = typer.Option(1, "--replicas", help="Replicas per point."),
@@ -71,7 +72,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Sweep load per policy: frontier and concurrency plots, SLA table (docs/sweeps.md)."""
         from ..sim.replay import parse_acceptance_option, parse_policies
-        from ..sweep.frontier import sla_markdown
+        from ..sweep.frontier import sla_markdown, stat_label
         from ..sweep.run import SweepConfig, run_sweep, write_sweep
         from ..sweep.spec import parse_numbers, parse_range
 
@@ -87,7 +88,7 @@ def register(app: typer.Typer) -> None:
                            executor=executor, show_progress=True, ray_address=ray_address)
         written = write_sweep(result, out)
         _print_table(sla_markdown(result.sla), f"max throughput per GPU meeting each SLA "
-                     f"(tok/s/user p{sla_percentile}), {load} load")
+                     f"(tok/s/user {stat_label(cfg.percentile)}), {load} load, {prefill} prefill")
         typer.echo(f"{len(result.results)} points: {result.cached} from the cache, "
                    f"{result.computed} simulated, {result.wall_s:.1f} s")
         typer.echo("wrote " + ", ".join(str(w) for w in written))
@@ -96,8 +97,8 @@ def register(app: typer.Typer) -> None:
     def plan_cmd(
         trace: Path = typer.Option(..., "--trace", help="Trace JSONL to serve."),
         sla: float = typer.Option(..., "--sla", help="tok/s/user the requests must get."),
-        sla_percentile: int = typer.Option(50, "--sla-percentile", help="Percentile of the "
-                                           "requests' tok/s/user that must meet the SLA."),
+        sla_percentile: str = typer.Option("50", "--sla-percentile", help="Percentile of the "
+                                           "requests' tok/s/user that must meet the SLA, or 'mean'."),
         ttft_p99: float = typer.Option(30.0, "--ttft-p99", help="Bound on TTFT p99 in seconds; "
                                        "it also rejects replica counts that cannot keep up (their "
                                        "queue, and TTFT, grow through the trace)."),
@@ -125,6 +126,7 @@ def register(app: typer.Typer) -> None:
         """Fewest replicas (and GPUs) serving TRACE within the SLA, per policy (docs/sweeps.md)."""
         from ..fileio import write_json_atomic, write_text_atomic
         from ..sim.replay import parse_acceptance_option, parse_policies
+        from ..sweep.frontier import stat_label
         from ..sweep.plan import PlanConfig, plan_capacity, plan_markdown
         from ..sweep.run import write_table
 
@@ -144,7 +146,7 @@ def register(app: typer.Typer) -> None:
         write_json_atomic(out / "plan.json", {"cached": result.cached, "computed": result.computed,
                                               "wall_s": result.wall_s, **vars(cfg)})
         _print_table(markdown, f"replicas serving {trace.name} x{rate_scale:g} at {sla:g} tok/s/user "
-                     f"(p{sla_percentile}), TTFT p99 <= {ttft_p99:g} s")
+                     f"({stat_label(cfg.percentile)}), TTFT p99 <= {ttft_p99:g} s")
         typer.echo(f"{len(result.evaluations)} evaluations: {result.cached} from the cache, "
                    f"{result.computed} simulated, {result.wall_s:.1f} s")
         typer.echo("wrote " + ", ".join(str(w) for w in written + [out / "plan.md", out / "plan.json"]))

@@ -1,7 +1,8 @@
 """Pareto frontiers (throughput per GPU vs tok/s/user) and the SLA table.
 
 Definitions (docs/sweeps.md):
-- a point *meets* an SLA of X tok/s/user when its tps_user at the chosen percentile P is >= X;
+- a point *meets* an SLA of X tok/s/user when its tps_user at the chosen percentile P (or the
+  mean over its requests) is >= X;
 - a policy's frontier is its non-dominated points (seed means per load): sorted by tps_user
   ascending, throughput strictly descending;
 - throughput at SLA X is read off the frontier taken as piecewise linear in (tps_user,
@@ -15,13 +16,37 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
+
 THROUGHPUT = "throughput_tok_s_per_gpu"
 MEAN_COLUMNS = [THROUGHPUT, "verify_tokens", "concurrency", "decoding", "ttft_p99_s", "mean_tau"]
 
 
-def tps_column(percentile: int) -> str:
-    """Column of tps_user at a percentile of the requests (p50 = median)."""
-    return f"tps_user_p{percentile}"
+def parse_statistic(value: int | str) -> int | str:
+    """An SLA statistic of the requests' tok/s/user: a percentile 0..100 or 'mean'."""
+    text = str(value).strip().lower().lstrip("p")
+    if text == "mean":
+        return "mean"
+    if text.isdigit() and 0 <= int(text) <= 100:
+        return int(text)
+    raise InputError(f"expected a percentile 0..100 or 'mean', got {value!r}", field="sla-percentile")
+
+
+def stat_label(stat: int | str) -> str:
+    """'p50', 'mean'."""
+    return "mean" if stat == "mean" else f"p{stat}"
+
+
+def tps_column(stat: int | str) -> str:
+    """Column of tps_user at a percentile of the requests (p50 = median), or their mean."""
+    return f"tps_user_{stat_label(stat)}"
+
+
+def tps_of(metrics: dict, stat: int | str) -> float | None:
+    """A point's tok/s/user statistic from its cached metrics."""
+    if stat == "mean":
+        return metrics.get("tps_user_mean")
+    return (metrics.get("tps_user_percentiles") or [None] * 101)[stat]
 
 
 def aggregate(results: pd.DataFrame, x: str) -> pd.DataFrame:
@@ -71,7 +96,7 @@ def throughput_at(x: np.ndarray, y: np.ndarray, sla: float,
     return float(fy[i - 1] + w * (fy[i] - fy[i - 1])), "interpolated"
 
 
-def sla_table(results: pd.DataFrame, slas: list[float], percentile: int,
+def sla_table(results: pd.DataFrame, slas: list[float], percentile: int | str,
               baseline: str | None = "mtp1") -> pd.DataFrame:
     """Max throughput per GPU meeting each SLA, per policy (seed means; min/max over seeds),
     and the gain over the baseline policy."""
@@ -118,9 +143,9 @@ def format_gain(gain: float) -> str:
 def sla_markdown(table: pd.DataFrame) -> str:
     """The SLA table as Markdown: one row per policy, per SLA the throughput and the gain."""
     slas = list(dict.fromkeys(table["sla_tps_user"]))
-    p = int(table["percentile"].iloc[0])
+    p = stat_label(table["percentile"].iloc[0])
     base = table["baseline"].iloc[0]
-    head = ["policy"] + [f"tok/s/GPU @ {s:g} tok/s/user (p{p})" for s in slas]
+    head = ["policy"] + [f"tok/s/GPU @ {s:g} tok/s/user ({p})" for s in slas]
     if base:
         head += [f"gain vs {base} @ {s:g}" for s in slas]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -22,7 +22,7 @@ from ..sim.cluster import PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
 from .cache import PointCache
 from .executors import run_points
-from .frontier import format_gain
+from .frontier import format_gain, parse_statistic, tps_of
 from .run import SweepConfig, resolve_inputs
 from .spec import Point
 
@@ -36,7 +36,7 @@ class PlanConfig:
     sla: float
     hw: str = DEFAULT_HW
     acceptance: dict[str, str | None] = field(default_factory=dict)
-    percentile: int = 50
+    percentile: int | str = 50      # or "mean"
     ttft_p99_s: float | None = 30.0
     rate_scale: float = 1.0
     router: str = "least-outstanding"
@@ -82,7 +82,7 @@ class _Search:
 def passes(metrics: list[dict[str, Any]], cfg: PlanConfig) -> bool:
     """Every seed meets the tps_user SLA at the percentile and the TTFT bound."""
     for m in metrics:
-        tps = (m.get("tps_user_percentiles") or [None] * 101)[cfg.percentile]
+        tps = tps_of(m, cfg.percentile)
         if tps is None or tps < cfg.sla:
             return False
         if cfg.ttft_p99_s is not None and m["ttft_p99_s"] > cfg.ttft_p99_s:
@@ -101,8 +101,7 @@ def _check(cfg: PlanConfig) -> None:
         raise InputError(f"must be > 0, got {cfg.ttft_p99_s}", field="ttft-p99")
     if cfg.seeds < 1:
         raise InputError(f"must be >= 1, got {cfg.seeds}", field="seeds")
-    if not 0 <= cfg.percentile <= 100:
-        raise InputError(f"must be 0..100, got {cfg.percentile}", field="sla-percentile")
+    cfg.percentile = parse_statistic(cfg.percentile)
     if cfg.router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {cfg.router!r}; choose rr or least-outstanding", field="router")
     if cfg.prefill not in PREFILL_MODES:
@@ -157,7 +156,7 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
 
 def _evaluations(seen: dict[Point, dict[str, Any]], cfg: PlanConfig) -> pd.DataFrame:
     rows = [{"policy": pt.policy, "replicas": pt.replicas, "seed": pt.seed,
-             "tps_user": (m.get("tps_user_percentiles") or [None] * 101)[cfg.percentile],
+             "tps_user": tps_of(m, cfg.percentile),
              "ttft_p99_s": m["ttft_p99_s"], "throughput_tok_s_per_gpu": m["throughput_tok_s_per_gpu"],
              "passes": passes([m], cfg)} for pt, m in seen.items()]
     return pd.DataFrame(rows).sort_values(["policy", "replicas", "seed"]).reset_index(drop=True)
@@ -174,7 +173,7 @@ def _cost_table(searches: dict[str, _Search], seen: dict[Point, dict[str, Any]],
         else:
             ms = [m for pt, m in seen.items() if pt.policy == p and pt.replicas == s.ok]
             row.update(replicas=s.ok, gpus=s.ok * gpus_per_replica, status="ok",
-                       tps_user=float(np.mean([m["tps_user_percentiles"][cfg.percentile] for m in ms])),
+                       tps_user=float(np.mean([tps_of(m, cfg.percentile) for m in ms])),
                        ttft_p99_s=float(np.mean([m["ttft_p99_s"] for m in ms])),
                        throughput_tok_s_per_gpu=float(np.mean([m["throughput_tok_s_per_gpu"] for m in ms])))
             if cfg.gpu_hour_cost is not None:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..plots import new_figure, save_figure
-from .frontier import THROUGHPUT, aggregate, format_gain, pareto, tps_column
+from .frontier import THROUGHPUT, aggregate, format_gain, pareto, stat_label, tps_column
 
 
 def _colors(policies: list[str]) -> dict[str, tuple]:
@@ -19,7 +19,7 @@ def _colors(policies: list[str]) -> dict[str, tuple]:
     return {p: cmap(i % 10) for i, p in enumerate(policies)}
 
 
-def frontier_plot(results: pd.DataFrame, sla: pd.DataFrame, percentile: int, path: str | Path,
+def frontier_plot(results: pd.DataFrame, sla: pd.DataFrame, percentile: int | str, path: str | Path,
                   title: str = "") -> Path:
     """Throughput per GPU vs tok/s/user (percentile P), one curve per policy; SLA anchors marked
     with each policy's gain over the baseline."""
@@ -54,7 +54,7 @@ def frontier_plot(results: pd.DataFrame, sla: pd.DataFrame, percentile: int, pat
             ax.annotate(format_gain(gain), (row["sla_tps_user"], v), textcoords="offset points",
                         xytext=(7, 10 - 11 * order.get(row["policy"], 0)), fontsize=8, color=c,
                         fontweight="bold")
-    ax.set_xlabel(f"tokens/s/user (p{percentile} of requests)")
+    ax.set_xlabel(f"tokens/s/user ({stat_label(percentile)} of requests)")
     ax.set_ylabel("throughput (output tok/s per GPU)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)

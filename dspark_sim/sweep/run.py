@@ -23,7 +23,7 @@ from ..sim.replay import default_acceptance
 from ..traces.schema import load_trace
 from .cache import PointCache
 from .executors import run_points
-from .frontier import sla_markdown, sla_table, tps_column
+from .frontier import parse_statistic, sla_markdown, sla_table, tps_column
 from .point import PERCENTILES
 from .spec import LOAD_MODES, Point, load_grid, sim_version
 
@@ -51,7 +51,7 @@ class SweepConfig:
     max_requests: int | None = None
     prefill: str = "local"
     slas: list[float] = field(default_factory=lambda: [80.0, 120.0])
-    percentile: int = 50
+    percentile: int | str = 50      # or "mean"
     baseline: str | None = "mtp1"
     engine: str = "fast"
 
@@ -77,8 +77,7 @@ def _check(cfg: SweepConfig) -> None:
         raise InputError(f"must be >= 1, got {cfg.seeds}", field="seeds")
     if cfg.replicas < 1:
         raise InputError(f"must be >= 1, got {cfg.replicas}", field="replicas")
-    if not 0 <= cfg.percentile <= 100 or int(cfg.percentile) != cfg.percentile:
-        raise InputError(f"must be an integer 0..100, got {cfg.percentile}", field="sla-percentile")
+    cfg.percentile = parse_statistic(cfg.percentile)
     if cfg.load_mode == "concurrency" and cfg.requests_per_user <= cfg.warmup:
         raise InputError(f"each user must send more requests ({cfg.requests_per_user}) than the "
                          f"warm-up leaves out ({cfg.warmup})", field="requests-per-user")
@@ -136,12 +135,12 @@ def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
     return points, grid.values
 
 
-def result_row(point: Point, metrics: dict[str, Any], percentile: int) -> dict[str, Any]:
+def result_row(point: Point, metrics: dict[str, Any], percentile: int | str) -> dict[str, Any]:
     """One tidy row: the point's settings and metrics, tps_user percentiles as columns."""
     row = {k: v for k, v in asdict(point).items() if k not in ("trace", "hw", "engine")}
     row["acceptance"] = Path(point.acceptance).name if point.acceptance else None
     pct = metrics.get("tps_user_percentiles") or [None] * len(PERCENTILES)
-    for p in sorted({10, 50, 90, percentile}):
+    for p in sorted({10, 50, 90} | ({percentile} - {"mean"})):
         row[tps_column(p)] = pct[p]
     row.update({k: v for k, v in metrics.items() if k != "tps_user_percentiles"})
     return row

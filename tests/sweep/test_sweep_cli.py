@@ -59,8 +59,10 @@ def test_sweep_cli_rate_load(tmp_path):
     out = tmp_path / "rate"
     assert main(["sweep", "--trace", CHAT, "--policies", "mtp1,dspark", "--load", "rate",
                  "--points", "3", "--load-range", "1,16", "--requests", "300", "--workers", "1",
-                 "--out", str(out)]) == 0
+                 "--sla-percentile", "mean", "--out", str(out)]) == 0
     res = pd.read_csv(out / "results.csv")
+    sla = pd.read_csv(out / "sla.csv")
+    assert (sla["percentile"] == "mean").all() and "(mean)" in (out / "sla.md").read_text()
     assert list(res["load"].unique()) == [1.0, 4.0, 16.0]
     offered = res.groupby("load")["offered_rate_req_s"].first().to_numpy()
     np.testing.assert_allclose(offered / offered[0], [1, 4, 16], rtol=1e-9)
@@ -79,6 +81,7 @@ def test_sweep_cli_rate_load(tmp_path):
     (["--requests-per-user", "1"], "requests-per-user"),
     (["--executor", "slurm"], "executor"),
     (["--sla-percentile", "101"], "sla-percentile"),
+    (["--sla-percentile", "median"], "sla-percentile"),
     (["--prefill", "remote"], "prefill"),
     (["--router", "random"], "router"),
 ])
