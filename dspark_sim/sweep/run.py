@@ -198,7 +198,7 @@ def write_sweep(result: SweepResult, out_dir: str | Path) -> list[Path]:
     written = write_table(result.results, out / "results.csv")
     written += write_table(result.sla, out / "sla.csv")
     write_text_atomic(out / "sla.md", sla_markdown(result.sla))
-    title = (f"{Path(cfg.trace).name} on {Path(str(cfg.hw)).stem} x{cfg.replicas}, "
+    title = (f"{Path(cfg.trace).name} on {Path(str(cfg.hw)).stem} x{cfg.replicas}\n"
              f"{cfg.load_mode} load, {cfg.prefill} prefill, {cfg.seeds} seed(s)")
     written += [out / "sla.md",
                 frontier_plot(result.results, result.sla, cfg.percentile, out / "frontier.png", title),
