@@ -22,12 +22,28 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)   # mkstemp makes 0600; outputs get the usual mode
     try:
         yield tmp_path
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def path_or_shipped(name_or_path: str | Path, folder: Path, suffix: str, what: str,
+                    shipped: list[str]) -> Path:
+    """`name_or_path` if it exists, else `folder/NAME+suffix`; InputError listing `shipped` if neither."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    candidate = folder / f"{name_or_path}{suffix}"
+    if candidate.exists():
+        return candidate
+    raise InputError(f"no such file, and no {what} of that name ({', '.join(shipped) or 'none'})",
+                     file=name_or_path)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
