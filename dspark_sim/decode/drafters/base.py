@@ -1,0 +1,134 @@
+"""The drafter interface and the registry that resolves `--drafter NAME_OR_PATH`.
+
+A drafter sees the committed `Context` of one request (tokens, and the target's features at
+the layers it declares in `taps`) and proposes up to gamma tokens after the anchor, with
+their draft distributions q (None for deterministic drafters) and, if it has a confidence
+head, the conditional survival probabilities c_1..c_k. Drafters that condition on the
+target receive it at construction and share its frozen `embed_tokens` and `lm_head`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ...errors import InputError
+from ..context import Context
+from ..sampling import Sampling
+from ..target import Target
+
+
+@dataclass
+class Draft:
+    """Up to gamma proposed tokens for one request."""
+
+    tokens: torch.Tensor                      # (k,) int64, k <= gamma (k = 0: plain decoding step)
+    q: torch.Tensor | None = None             # (k, V) warped draft probabilities; None = deterministic
+    confidence: torch.Tensor | None = None    # (k,) P(draft j survives | drafts < j survived)
+
+    def __post_init__(self) -> None:
+        k = self.tokens.numel()
+        if self.q is not None and self.q.shape[0] != k:
+            raise ValueError(f"draft has {k} tokens but {self.q.shape[0]} rows of q")
+        if self.confidence is not None and self.confidence.numel() != k:
+            raise ValueError(f"draft has {k} tokens but {self.confidence.numel()} confidences")
+
+    def __len__(self) -> int:
+        return self.tokens.numel()
+
+    def head(self, l: int) -> "Draft":
+        """The first l drafts (what a scheduler chose to verify)."""
+        return Draft(self.tokens[:l], None if self.q is None else self.q[:l],
+                     None if self.confidence is None else self.confidence[:l])
+
+    @staticmethod
+    def empty(device: torch.device | str = "cpu") -> "Draft":
+        """No proposal: the step verifies only the anchor (plain decoding)."""
+        return Draft(torch.empty(0, dtype=torch.long, device=device))
+
+
+class Drafter:
+    """Base class of drafters; subclasses implement `propose` and may keep per-request state."""
+
+    name: str = "drafter"
+    kind: str = "drafter"            # `drafter_kind` of acceptance profiles / hw draft_time
+    taps: tuple[int, ...] = ()       # target layers whose outputs the drafter reads (-1 = top)
+
+    def begin(self, ctx: Context) -> None:
+        """Start a new request (the context holds the prompt and the first generated token)."""
+
+    def propose(self, ctx: Context, gamma: int, sampling: Sampling,
+                generator: torch.Generator | None = None) -> Draft:
+        """Up to `gamma` tokens continuing `ctx.tokens`, drawn with `sampling` if stochastic."""
+        raise NotImplementedError
+
+
+class NoDrafter(Drafter):
+    """Proposes nothing: the loop then is plain autoregressive decoding."""
+
+    name = kind = "none"
+
+    def __init__(self, target: Target | None = None) -> None:
+        self._device = target.device if target is not None else torch.device("cpu")
+
+    def propose(self, ctx: Context, gamma: int, sampling: Sampling,
+                generator: torch.Generator | None = None) -> Draft:
+        return Draft.empty(self._device)
+
+
+@dataclass(frozen=True)
+class DrafterEntry:
+    """A named product drafter: `factory(target)` builds it for that target."""
+
+    name: str
+    factory: Callable[[Target], Drafter]
+    help: str
+
+
+_REGISTRY: dict[str, DrafterEntry] = {}
+# Checkpoint kinds: a directory (or file) whose config.json says {"kind": K} is loaded by
+# _CHECKPOINT_LOADERS[K](path, target). Trained drafters register their kind here.
+_CHECKPOINT_LOADERS: dict[str, Callable[[Path, Target], Drafter]] = {}
+
+
+def register_drafter(name: str, factory: Callable[[Target], Drafter], help: str) -> None:
+    """Offer a drafter as `--drafter NAME`."""
+    _REGISTRY[name] = DrafterEntry(name, factory, help)
+
+
+def register_checkpoint_kind(kind: str, loader: Callable[[Path, Target], Drafter]) -> None:
+    """Let `--drafter PATH` load checkpoints whose config.json has `"kind": KIND`."""
+    _CHECKPOINT_LOADERS[kind] = loader
+
+
+def drafter_names() -> list[str]:
+    """Names accepted by `--drafter`, in registration order."""
+    return list(_REGISTRY)
+
+
+def drafter_help() -> str:
+    """One line per registered drafter, for --help texts."""
+    return "; ".join(f"{e.name}: {e.help}" for e in _REGISTRY.values())
+
+
+def make_drafter(name_or_path: str, target: Target) -> Drafter:
+    """Build the drafter named `name_or_path` for `target`, or load a checkpoint by path."""
+    if name_or_path in _REGISTRY:
+        return _REGISTRY[name_or_path].factory(target)
+    path = Path(name_or_path)
+    if not path.exists():
+        raise InputError(f"unknown drafter {name_or_path!r}: not one of "
+                         f"{', '.join(_REGISTRY)} and no such checkpoint path", field="--drafter")
+    config = (path / "config.json") if path.is_dir() else path.with_suffix(".json")
+    try:
+        kind = json.loads(config.read_text(encoding="utf-8"))["kind"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"not a drafter checkpoint: {config} with a 'kind' field is missing "
+                         "or unreadable", file=path, field="--drafter") from None
+    if kind not in _CHECKPOINT_LOADERS:
+        raise InputError(f"checkpoint kind {kind!r} is not known (known: "
+                         f"{', '.join(_CHECKPOINT_LOADERS) or 'none'})", file=config, field="kind")
+    return _CHECKPOINT_LOADERS[kind](path, target)
