@@ -69,7 +69,12 @@ class Cluster:
         sampler = None
         if probe.speculative:
             sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
-        cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None)
+        # the scheduler's cost view: drafting as the policy drafts, and attention over the
+        # trace's typical KV length of a decoding request (prompt + half the output)
+        typical_context = float(np.mean(table.prompt + table.output / 2)) if table.n else 0.0
+        cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None,
+                             scheduler_drafts=probe.drafts if probe.drafts is not None else gamma,
+                             scheduler_context=typical_context)
         planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
             (sampler is None or sampler.static_confidence or not probe.needs_confidence)
         loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
