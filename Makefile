@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(CLI) replay traces/azure-conv-hour.jsonl --policy mtp1,static-3,static-5,dspark,dspark-lagged --out runs/demo
+	$(CLI) replay traces/chat-heavy-hour.jsonl --policy mtp1,static-3,static-5,dspark,dspark-lagged --out runs/demo
 
 test: setup
 	$(PY) -m pytest -q -m "not slow"

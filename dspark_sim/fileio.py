@@ -22,12 +22,28 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)   # mkstemp makes 0600; outputs get the usual mode
     try:
         yield tmp_path
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def path_or_shipped(name_or_path: str | Path, folder: Path, suffix: str, what: str,
+                    shipped: list[str]) -> Path:
+    """`name_or_path` if it exists, else `folder/NAME+suffix`; InputError listing `shipped` if neither."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    candidate = folder / f"{name_or_path}{suffix}"
+    if candidate.exists():
+        return candidate
+    raise InputError(f"no such file, and no {what} of that name ({', '.join(shipped) or 'none'})",
+                     file=name_or_path)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -92,15 +108,20 @@ def _yaml_lines(node: yaml.Node, prefix: str, out: dict[str, int]) -> None:
             _yaml_lines(item, key, out)
 
 
-def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
-    """Parse a YAML file; return the data and a LineMap for error messages."""
-    path = Path(path)
+def read_text(path: str | Path) -> str:
+    """A text file's contents; a missing or unreadable file is an InputError naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError("file not found", file=path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+
+
+def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
+    """Parse a YAML file; return the data and a LineMap for error messages."""
+    path = Path(path)
+    text = read_text(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -113,12 +134,7 @@ def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
 def read_json(path: str | Path) -> tuple[Any, LineMap]:
     """Parse a JSON file; return the data and a LineMap of its top-level and nested keys."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", file=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+    text = read_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -2,12 +2,12 @@
 the built-in sets, the `--tasks` option, and chat-template encoding."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..traces.schema import iter_json_lines
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
 BUILTIN_TASKS = ("math", "code", "chat")
@@ -37,23 +37,8 @@ def prompt_text(row: dict[str, Any]) -> str | None:
 def load_prompts(path: str | Path, task: str | None = None) -> list[Prompt]:
     """Prompts of a JSONL file, in file order. `task` overrides the rows' own `task` field
     (default "default"). Errors name FILE:LINE."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError("prompt file not found", file=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read prompt file: {exc}", file=path) from None
     out: list[Prompt] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON: {exc.msg}", file=path, line=number) from None
-        if not isinstance(row, dict):
-            raise InputError("expected a JSON object per line", file=path, line=number)
+    for number, row in iter_json_lines(path, "prompt file"):
         text = prompt_text(row)
         if text is None or not text.strip():
             raise InputError("no prompt: expected a non-empty string in 'prompt', 'question' or "

@@ -98,7 +98,8 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
         if draft.confidence is not None:
             gen.confidence.append(draft.confidence.float().tolist())
         new = new[: max_new_tokens - len(gen.output_ids)]
-        ctx.commit(new, None if out.features is None else out.features[: n + 1])
+        # Features of the anchor and the committed drafts: one row per newly committed token.
+        ctx.commit(new, None if out.features is None else out.features[: len(new)])
         gen.output_ids.extend(new)
         last = new[-1]
     if gen.output_ids[-1] in target.eos_token_ids:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
+from ..fileio import path_or_shipped
 from .acceptance import AcceptanceProfile
 from .hardware import HardwareProfile
 
@@ -26,26 +26,14 @@ def shipped_acceptance_names() -> list[str]:
 
 def hw_profile_path(name_or_path: str | Path) -> Path:
     """Path of a hardware profile given as a path or a shipped profile's name."""
-    path = Path(name_or_path)
-    if path.exists():
-        return path
-    shipped = HW_PROFILE_DIR / f"{name_or_path}.yaml"
-    if shipped.exists():
-        return shipped
-    raise InputError(f"no such file, and no shipped hardware profile of that name "
-                     f"(shipped: {', '.join(shipped_hw_names()) or 'none'})", file=name_or_path)
+    return path_or_shipped(name_or_path, HW_PROFILE_DIR, ".yaml", "shipped hardware profile",
+                           shipped_hw_names())
 
 
 def acceptance_profile_path(name_or_path: str | Path) -> Path:
     """Path of an acceptance profile given as a path or a shipped profile's name."""
-    path = Path(name_or_path)
-    if path.exists():
-        return path
-    shipped = ACCEPTANCE_DIR / f"{name_or_path}{ACCEPTANCE_SUFFIX}"
-    if shipped.exists():
-        return shipped
-    raise InputError(f"no such file, and no shipped acceptance profile of that name "
-                     f"(shipped: {', '.join(shipped_acceptance_names()) or 'none'})", file=name_or_path)
+    return path_or_shipped(name_or_path, ACCEPTANCE_DIR, ACCEPTANCE_SUFFIX,
+                           "shipped acceptance profile", shipped_acceptance_names())
 
 
 def load_hw_profile(name_or_path: str | Path) -> HardwareProfile:

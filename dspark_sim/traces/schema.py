@@ -5,6 +5,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -63,18 +64,16 @@ def _int_field(rec: dict, key: str, path: Path, lineno: int) -> int:
     return v
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Read and validate a JSONL trace; any violation raises InputError naming FILE:LINE and field."""
+def iter_json_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON Lines file; a line that is not
+    a JSON object raises InputError naming FILE:LINE."""
     path = Path(path)
     try:
         handle = path.open(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError("trace file not found", file=path) from None
+        raise InputError(f"{what} not found", file=path) from None
     except OSError as exc:
-        raise InputError(f"cannot read trace: {exc.strerror}", file=path) from None
-    ids, arrivals, prompts, outputs, tasks = [], [], [], [], []
-    seen: set[str] = set()
-    last_arrival = 0.0
+        raise InputError(f"cannot read {what}: {exc.strerror}", file=path) from None
     with handle:
         for lineno, line in enumerate(handle, start=1):
             if not line.strip():
@@ -85,34 +84,44 @@ def load_trace(path: str | Path) -> Trace:
                 raise _fail(path, lineno, None, f"not valid JSON ({exc.msg})") from None
             if not isinstance(rec, dict):
                 raise _fail(path, lineno, None, "expected a JSON object")
-            if "arrival_s" not in rec:
-                raise _fail(path, lineno, "arrival_s", "missing required field")
-            arrival = rec["arrival_s"]
-            if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) \
-                    or not math.isfinite(arrival):
-                raise _fail(path, lineno, "arrival_s", f"expected a finite number, got {arrival!r}")
-            if arrival < 0:
-                raise _fail(path, lineno, "arrival_s", f"must be >= 0, got {arrival}")
-            if arrival < last_arrival:
-                raise _fail(path, lineno, "arrival_s",
-                            f"arrivals must be non-decreasing ({arrival} after {last_arrival})")
-            last_arrival = arrival
-            prompt = _int_field(rec, "prompt_tokens", path, lineno)
-            output = _int_field(rec, "output_tokens", path, lineno)
-            rid = rec.get("id", str(lineno))
-            if not isinstance(rid, str) or not rid:
-                raise _fail(path, lineno, "id", f"expected a non-empty string, got {rid!r}")
-            if rid in seen:
-                raise _fail(path, lineno, "id", f"duplicate id {rid!r}")
-            seen.add(rid)
-            task = rec.get("task", DEFAULT_TASK)
-            if not isinstance(task, str) or not task:
-                raise _fail(path, lineno, "task", f"expected a non-empty string, got {task!r}")
-            ids.append(rid)
-            arrivals.append(float(arrival))
-            prompts.append(prompt)
-            outputs.append(output)
-            tasks.append(task)
+            yield lineno, rec
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a JSONL trace; any violation raises InputError naming FILE:LINE and field."""
+    path = Path(path)
+    ids, arrivals, prompts, outputs, tasks = [], [], [], [], []
+    seen: set[str] = set()
+    last_arrival = 0.0
+    for lineno, rec in iter_json_lines(path, "trace file"):
+        if "arrival_s" not in rec:
+            raise _fail(path, lineno, "arrival_s", "missing required field")
+        arrival = rec["arrival_s"]
+        if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) \
+                or not math.isfinite(arrival):
+            raise _fail(path, lineno, "arrival_s", f"expected a finite number, got {arrival!r}")
+        if arrival < 0:
+            raise _fail(path, lineno, "arrival_s", f"must be >= 0, got {arrival}")
+        if arrival < last_arrival:
+            raise _fail(path, lineno, "arrival_s",
+                        f"arrivals must be non-decreasing ({arrival} after {last_arrival})")
+        last_arrival = arrival
+        prompt = _int_field(rec, "prompt_tokens", path, lineno)
+        output = _int_field(rec, "output_tokens", path, lineno)
+        rid = rec.get("id", str(lineno))
+        if not isinstance(rid, str) or not rid:
+            raise _fail(path, lineno, "id", f"expected a non-empty string, got {rid!r}")
+        if rid in seen:
+            raise _fail(path, lineno, "id", f"duplicate id {rid!r}")
+        seen.add(rid)
+        task = rec.get("task", DEFAULT_TASK)
+        if not isinstance(task, str) or not task:
+            raise _fail(path, lineno, "task", f"expected a non-empty string, got {task!r}")
+        ids.append(rid)
+        arrivals.append(float(arrival))
+        prompts.append(prompt)
+        outputs.append(output)
+        tasks.append(task)
     if not ids:
         raise InputError("trace has no requests", file=path)
     return Trace(ids=np.array(ids, dtype=object), arrival_s=np.array(arrivals, dtype=float),

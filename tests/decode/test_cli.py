@@ -92,7 +92,7 @@ def test_missing_drafter_and_malformed_prompt_file(model_dir, tmp_path, capsys):
     bad.write_text('{"prompt": "fine"}\n{"prompt": \n')
     assert main(["measure", "--out", str(tmp_path / "o.acceptance.json"), "--target", model_dir,
                  "--tasks", f"math={bad}"]) == 2
-    assert f"error: {bad}:2: invalid JSON" in capsys.readouterr().err
+    assert f"error: {bad}:2: not valid JSON" in capsys.readouterr().err
 
 
 def test_console_script_exit_status_and_help():

@@ -87,21 +87,30 @@ def test_eos_ends_request_like_generate():
     assert ended >= 1
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", drafter_names())
-def test_embedded_model_matches_generate(name):
-    """The same check on the real embedded SmolLM2-135M-Instruct, chat-templated prompts."""
+@pytest.fixture(scope="module")
+def embedded():
+    """The real embedded SmolLM2-135M-Instruct, 21 chat-templated built-in prompts, and their
+    reference greedy continuations from generate."""
     from dspark_sim.decode.loading import load_target
     from dspark_sim.decode.prompts import builtin_prompts, encode_prompt
 
     target = load_target("embedded", "cpu")
+    texts = [p.text for task in ("math", "code", "chat") for p in builtin_prompts(task)[:7]]
+    ids = [encode_prompt(target.tokenizer, t) for t in texts]
+    return target, ids, [reference(target.model, p, NEW_TOKENS) for p in ids]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", drafter_names())
+def test_embedded_model_matches_generate(embedded, name):
+    """The same check on the real embedded model."""
+    target, prompts_, refs = embedded
     drafter = make_drafter(name, target)
-    texts = [p.text for task in ("math", "code", "chat") for p in builtin_prompts(task)[:7]][:N_PROMPTS + 1]
-    ties = []
-    for i, text in enumerate(texts):
-        ids = encode_prompt(target.tokenizer, text)
-        ref, logits = reference(target.model, ids, NEW_TOKENS)
+    ties, accepted = [], 0
+    for i, (ids, (ref, logits)) in enumerate(zip(prompts_, refs)):
         gen = speculative_generate(target, drafter, ids, max_new_tokens=NEW_TOKENS, gamma=7)
         note = compare(ref, logits, gen.output_ids, f"embedded {name} prompt {i}")
         ties += [note] if note else []
-    print("\n".join(ties) or "no floating-point ties")
+        accepted += sum(gen.accepted)
+    assert name == "none" or accepted > 0
+    print(f"{name}: {len(prompts_)} prompts, " + ("; ".join(ties) or "no floating-point ties"))

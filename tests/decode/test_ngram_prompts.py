@@ -47,7 +47,7 @@ def test_parse_tasks_mixes_files_builtins_and_task_rows(tmp_path):
     assert tasks["b"][0].source == f"{plain}:3"
 
 
-@pytest.mark.parametrize("text,line,msg", [('{"prompt": "ok"}\n{"prompt": "bad"\n', 2, "invalid JSON"),
+@pytest.mark.parametrize("text,line,msg", [('{"prompt": "ok"}\n{"prompt": "bad"\n', 2, "not valid JSON"),
                                            ('{"prompt": "ok"}\n["a"]\n', 2, "JSON object"),
                                            ('{"prompt": "ok"}\n\n{"text": "x"}\n', 3, "no prompt"),
                                            ('{"prompt": "  "}\n', 1, "no prompt")])

@@ -63,6 +63,12 @@ def test_shipped_constant_profile():
     (HW_TABLE.replace("source: measured", "source: guessed"), "source", 3),
     (HW_TABLE.replace("schema: dspark-sim/hw/v1", "schema: dspark-sim/hw/v0"), "schema", 1),
     (HW_TABLE.replace("max_batch_tokens: 64", "max_batch_tokens: -3"), "max_batch_tokens", 11),
+    (HW_TABLE.replace("per_context_token_s: 1.0e-6", "per_context_token_s: -1.0"),
+     "step_time.per_context_token_s", 7),
+    (HW_TABLE.replace("seconds: [0.01, 0.03]", "seconds: [0.01]"), "draft_time.dspark.seconds", 9),
+    (HW_TABLE.replace("per_draft: true", "per_draft: 3"), "draft_time.eagle3.per_draft", 10),
+    (HW_TABLE.replace("gpus_per_replica", "x").replace("source: measured", "source: measured\ngpus_per_replica: 0"),
+     "gpus_per_replica", 4),
 ])
 def test_hw_errors_name_file_line_field(tmp_path, bad, field, line):
     path = write(tmp_path, "bad.yaml", bad)

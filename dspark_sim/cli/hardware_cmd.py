@@ -1,0 +1,211 @@
+"""`dspark-sim roofline` (analytic GPU profiles) and `dspark-sim profile` (measured profiles)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+
+_PRESETS_HELP = "deepseek-v3, llama-3.1-8b, qwen3-8b"
+_GPUS_HELP = "H100, H200, B200, H800, A100"
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"expected comma-separated integers, got {text!r}", field=option) from None
+    if not values or min(values) < 1:
+        raise InputError(f"expected positive integers, got {text!r}", field=option)
+    return values
+
+
+def _plot_path(out: Path, plot: Optional[Path]) -> Path:
+    return plot if plot is not None else out.with_suffix(".png")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("roofline")
+    def roofline(
+        model: str = typer.Option(..., "--model", help=f"Built-in preset ({_PRESETS_HELP}), or a "
+                                  "Hugging Face config.json, or a model folder holding one."),
+        gpu: str = typer.Option(..., "--gpu", help=f"GPU of the built-in table ({_GPUS_HELP})."),
+        tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree of attention and dense parts."),
+        ep: int = typer.Option(1, "--ep", help="Expert-parallel degree (MoE); GPUs per replica = max(tp, ep), "
+                               "attention runs data-parallel over max(tp, ep) / tp groups."),
+        dtype: str = typer.Option("bf16", "--dtype", help="Weights and GEMM math: bf16 or fp8."),
+        kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache element type: bf16 or fp8."),
+        max_batch_tokens: Optional[int] = typer.Option(None, "--max-batch-tokens",
+                                                       help="Top of the batch-token grid and the "
+                                                       "profile's token budget [4096 per attention group]."),
+        max_batch_requests: Optional[int] = typer.Option(None, "--max-batch-requests",
+                                                         help="Profile's request cap and top of the "
+                                                         "draft-time grid [256 per attention group]."),
+        compute_eff: float = typer.Option(0.6, "--compute-eff", help="Achieved fraction of peak FLOP/s."),
+        bandwidth_eff: float = typer.Option(0.8, "--bandwidth-eff", help="Achieved fraction of HBM bandwidth."),
+        comm_eff: float = typer.Option(0.7, "--comm-eff", help="Achieved fraction of NVLink/network bandwidth."),
+        comm_overlap: float = typer.Option(0.0, "--comm-overlap", help="Fraction of communication hidden "
+                                           "behind GEMMs (1.0: two-micro-batch overlap)."),
+        overhead_ms: float = typer.Option(1.0, "--overhead-ms", help="Fixed per-step overhead in ms."),
+        memory_util: float = typer.Option(0.9, "--memory-util", help="Fraction of HBM for weights + KV."),
+        verify_width: int = typer.Option(2, "--verify-width", help="Query tokens per request assumed by "
+                                         "per_context_token_s (matters for MLA, which is compute-bound)."),
+        gamma: int = typer.Option(7, "--gamma", help="Block size of the parallel drafters (dflash, dspark)."),
+        drafters: str = typer.Option("mtp1,eagle3,dflash,dspark", "--drafters",
+                                     help="Drafter kinds to give draft_time tables (empty: none)."),
+        name: Optional[str] = typer.Option(None, "--name", help="Profile name [from gpu, model, layout]."),
+        note: str = typer.Option("", "--note", help="Text appended to the profile's notes."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Write the profile YAML here (atomically)."),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="Plot PNG [next to --out]."),
+    ) -> None:
+        """Analytic hardware profile: roofline step and draft times of MODEL on GPU, every assumption written in."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from ..hardware.analytic_profile import analytic_profile
+        from ..hardware.gpus import get_gpu
+        from ..hardware.models import load_model_shape
+        from ..hardware.roofline import Roofline, RooflineSettings
+        from ..hardware.plot import plot_profile
+
+        settings = RooflineSettings(
+            dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep, compute_efficiency=compute_eff,
+            bandwidth_efficiency=bandwidth_eff, comm_efficiency=comm_eff, comm_overlap=comm_overlap,
+            overhead_s=overhead_ms / 1e3, memory_utilization=memory_util,
+            verify_width=verify_width, gamma=gamma)
+        shape = load_model_shape(model)
+        roof = Roofline(shape, get_gpu(gpu), settings)
+        kinds = tuple(k for k in drafters.split(",") if k.strip())
+        layout = f"tp{tp}" + (f"-ep{ep}" if ep > 1 else "")
+        name = name or f"{roof.gpu.name.lower()}x{roof.gpus}-{shape.name}-{layout}-{dtype}"
+        profile = analytic_profile(roof, name, max_batch_tokens, max_batch_requests, kinds)
+        if note:
+            profile.extra["notes"] += " " + note
+
+        table = Table(title=f"{name}: {profile.device}")
+        for col in ("batch tokens", "step ms", "SPS", "tokens/s per GPU"):
+            table.add_column(col, justify="right")
+        for b in profile.step_curve.x:
+            if b in (1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096) or b == profile.step_curve.x[-1]:
+                t = profile.step_time(b)
+                table.add_row(f"{int(b)}", f"{t * 1e3:.2f}", f"{1 / t:.1f}", f"{b / t / roof.gpus:,.0f}")
+        console = Console()
+        console.print(table)
+        console.print(f"per_context_token_s = {profile.per_context_token_s:.3e} "
+                      f"(at {verify_width} query tokens per request); KV capacity "
+                      f"{profile.kv_capacity_tokens:,} tokens; weights "
+                      f"{roof.weight_bytes_per_gpu / 1e9:.1f} GB per GPU")
+        if out is not None:
+            profile.save(out)
+            console.print(f"wrote {out}")
+        if out is not None or plot is not None:
+            path = plot_profile(profile, _plot_path(out or Path(f"{name}.yaml"), plot),
+                                contexts=(0.0, 512.0, 2048.0))
+            console.print(f"wrote {path}")
+
+    @app.command("profile")
+    def profile(
+        out: Path = typer.Option(..., "--out", help="Write the measured profile YAML here (atomically)."),
+        target: Optional[str] = typer.Option(None, "--target", help="Model to time: a local Hugging Face "
+                                             "model folder ('embedded' once the decode core is in)."),
+        random_config: Optional[str] = typer.Option(None, "--random-config", help="Instead of --target: "
+                                                    f"build this config ({_PRESETS_HELP} or a config.json) "
+                                                    "with random weights on the device and time it."),
+        device: str = typer.Option("auto", "--device", help="auto (CUDA when present), cpu or cuda."),
+        dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, fp32 on CPU), bf16, fp16, fp32."),
+        batches: str = typer.Option("1,2,4,8", "--batches", help="Requests per verify step, R."),
+        widths: str = typer.Option("1,2,4,8", "--widths", help="Tokens per request per verify step, w "
+                                   "(1 .. gamma+1)."),
+        contexts: str = typer.Option("64,512", "--contexts", help="KV tokens per request."),
+        prefill_chunks: str = typer.Option("16,64,256", "--prefill-chunks",
+                                           help="Prompt chunk lengths of one request (empty cache)."),
+        repeats: int = typer.Option(7, "--repeats", help="Timed runs per point (median, p10, p90)."),
+        warmup: int = typer.Option(2, "--warmup", help="Untimed runs per point first."),
+        threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="Compare with the roofline of this GPU "
+                                          "[the detected CUDA GPU; none on CPU]."),
+        name: Optional[str] = typer.Option(None, "--name", help="Profile name [from device and model]."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the random token ids and weights."),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="Plot PNG [next to --out]."),
+    ) -> None:
+        """Measured hardware profile: time the target on this device, fit SPS(B), plot it."""
+        from rich.console import Console
+        from rich.progress import Progress
+
+        from ..hardware.profiler import ProfileGrid
+
+        if (target is None) == (random_config is None):
+            raise InputError("give exactly one of --target and --random-config", field="target")
+        if repeats < 1 or warmup < 0 or threads < 1:
+            raise InputError("--repeats and --threads must be >= 1, --warmup >= 0", field="repeats")
+        grid = ProfileGrid(_int_list(batches, "batches"), _int_list(widths, "widths"),
+                           _int_list(contexts, "contexts"),
+                           _int_list(prefill_chunks, "prefill-chunks") if prefill_chunks else (),
+                           repeats, warmup)
+        import torch
+
+        from ..hardware.gpus import get_gpu, gpu_from_device_name
+        from ..hardware.measure import measure_profile
+        from ..hardware.models import load_hf_config_dict, load_model_shape
+        from ..hardware.plot import plot_profile
+        from ..hardware.random_model import build_random_model
+        from ..hardware.roofline import Roofline, RooflineSettings
+        from ..hardware.target import load_profile_target, resolve_device, resolve_dtype
+
+        torch.set_num_threads(threads)
+        device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, device)
+        console = Console()
+        if random_config is not None:
+            model_name, config_ref = Path(random_config).stem, random_config
+            console.print(f"building {random_config} with random weights on {device} ...")
+            model = build_random_model(load_hf_config_dict(random_config), device, torch_dtype, seed)
+        else:
+            model, model_name = load_profile_target(target, device, torch_dtype)
+            config_ref = target if Path(target).is_dir() else None
+        roof = None
+        gpu_spec = get_gpu(gpu) if gpu else (
+            gpu_from_device_name(torch.cuda.get_device_name(0)) if device == "cuda" else None)
+        if gpu_spec is not None and config_ref is not None:
+            roof_dtype = "bf16" if torch_dtype in (torch.bfloat16, torch.float16) else None
+            if roof_dtype is None:
+                console.print("no roofline comparison: the roofline models bf16/fp8, not fp32")
+            else:
+                roof = Roofline(load_model_shape(config_ref), gpu_spec, RooflineSettings(dtype=roof_dtype))
+        name = name or f"{device}-{model_name}-measured"
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("timing", total=grid.points())
+            prof, fit = measure_profile(model, grid, device, name, model_name, seed, roof,
+                                        progress=lambda t: bar.advance(task))
+        _print_points(console, prof.extra)
+        summary = fit.summary()
+        console.print(f"fit: {summary['within_spread']}/{summary['points']} points within their "
+                      f"p10-p90 spread; median |error| {summary['median_abs_rel_error']:.1%}, max "
+                      f"{summary['max_abs_rel_error']:.1%}; per_context_token_s = "
+                      f"{fit.per_context_token_s:.3e}")
+        prof.save(out)
+        path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"])
+        console.print(f"wrote {out} and {path}")
+
+
+def _print_points(console, extra: dict) -> None:
+    from rich.table import Table
+
+    analytic = {(r["op"], r["requests"], r["width"], r["context"]): r["analytic_s"]
+                for r in extra.get("analytic_comparison", {}).get("points", [])}
+    table = Table(title="measured points (ms)")
+    cols = ["op", "R", "w", "ctx", "median", "p10-p90", "fit", "fit err"]
+    cols += ["analytic", "analytic/measured"] if analytic else []
+    for col in cols:
+        table.add_column(col, justify="right")
+    for m in extra["measurements"]:
+        row = [m["op"], str(m["requests"]), str(m["width"]), str(m["context"]),
+               f"{m['median_s'] * 1e3:.3f}", f"{m['p10_s'] * 1e3:.3f}-{m['p90_s'] * 1e3:.3f}",
+               f"{m['predicted_s'] * 1e3:.3f}", f"{m['rel_error']:+.1%}"]
+        key = (m["op"], m["requests"], m["width"], m["context"])
+        if analytic:
+            row += [f"{analytic[key] * 1e3:.3f}", f"{analytic[key] / m['median_s']:.2f}"]
+        table.add_row(*row)
+    console.print(table)

@@ -1,0 +1,143 @@
+"""`dspark-sim trace`: generate, import and describe request traces."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+
+
+def _check_positive(value: float | None, name: str) -> None:
+    if value is not None and not value > 0:
+        raise InputError(f"must be > 0, got {value}", field=name)
+
+
+def register(app: typer.Typer) -> None:
+    trace = typer.Typer(help="Generate, import and describe request traces (JSONL, formats.md).",
+                        no_args_is_help=True)
+
+    @trace.command("generate")
+    def generate(
+        out: Path = typer.Option(..., "--out", help="Trace JSONL to write (atomically)."),
+        duration: Optional[float] = typer.Option(None, "--duration", help="Seconds of traffic "
+                                                 "(give this or --count)."),
+        count: Optional[int] = typer.Option(None, "--count", help="Number of requests "
+                                            "(give this or --duration)."),
+        rate: float = typer.Option(1.0, "--rate", help="Mean arrival rate, requests per second."),
+        arrivals: str = typer.Option("poisson", "--arrivals", help="poisson, or gamma (bursty "
+                                     "renewal process with the CV of gaps given by --cv)."),
+        cv: float = typer.Option(1.0, "--cv", help="Coefficient of variation of inter-arrival "
+                                 "gaps for --arrivals gamma (1 = Poisson, >1 bursty)."),
+        diurnal_amplitude: float = typer.Option(0.0, "--diurnal-amplitude", help="Relative rate "
+                                                "swing A in [0, 1): rate x (1 + A sin(2 pi (t + "
+                                                "phase) / period))."),
+        diurnal_period: float = typer.Option(86400.0, "--diurnal-period", help="Period of the rate "
+                                             "modulation, seconds."),
+        diurnal_phase: float = typer.Option(0.0, "--diurnal-phase", help="Phase of the rate "
+                                            "modulation, seconds."),
+        tasks: str = typer.Option("chat=1", "--tasks", help="Task mix, e.g. chat=0.7,code=0.2,math=0.1 "
+                                  "(weights are normalised)."),
+        prompt_mean: float = typer.Option(1000.0, "--prompt-mean", help="Lognormal prompt length: mean tokens."),
+        prompt_cv: float = typer.Option(1.0, "--prompt-cv", help="Lognormal prompt length: CV."),
+        output_mean: float = typer.Option(200.0, "--output-mean", help="Lognormal output length: mean tokens."),
+        output_cv: float = typer.Option(1.0, "--output-cv", help="Lognormal output length: CV."),
+        max_prompt: Optional[int] = typer.Option(None, "--max-prompt", help="Clip lognormal prompts to this many tokens."),
+        max_output: Optional[int] = typer.Option(None, "--max-output", help="Clip lognormal outputs to this many tokens."),
+        lengths_from: Optional[Path] = typer.Option(None, "--lengths-from", help="Draw prompt and "
+                                                    "output lengths from the empirical distribution "
+                                                    "of this file (trace JSONL, Azure or BurstGPT CSV, "
+                                                    "Mooncake JSONL) instead of lognormals."),
+        seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same bytes)."),
+    ) -> None:
+        """Generate a synthetic trace: task mix, lognormal or empirical lengths, Poisson or Gamma
+        arrivals, optional diurnal rate."""
+        from ..traces import write_trace
+        from ..traces.generate import (ArrivalModel, EmpiricalLengths, LognormalLengths,
+                                       generate_trace, parse_task_mix)
+        from ..traces.importers import read_any
+
+        if (duration is None) == (count is None):
+            raise InputError("give exactly one of --duration and --count", field="duration")
+        for value, name in ((duration, "duration"), (rate, "rate"), (cv, "cv"),
+                            (prompt_mean, "prompt-mean"), (output_mean, "output-mean"),
+                            (diurnal_period, "diurnal-period")):
+            _check_positive(value, name)
+        if count is not None and count < 1:
+            raise InputError(f"must be >= 1, got {count}", field="count")
+        if prompt_cv < 0 or output_cv < 0:
+            raise InputError("CVs must be >= 0", field="prompt-cv" if prompt_cv < 0 else "output-cv")
+        if arrivals not in ("poisson", "gamma"):
+            raise InputError(f"expected poisson or gamma, got {arrivals!r}", field="arrivals")
+        if not 0.0 <= diurnal_amplitude < 1.0:
+            raise InputError(f"must lie in [0, 1), got {diurnal_amplitude}", field="diurnal-amplitude")
+        mix = parse_task_mix(tasks)
+        if lengths_from is not None:
+            source = read_any(lengths_from)
+            prompt_model = EmpiricalLengths.fit(source.prompt_tokens)
+            output_model = EmpiricalLengths.fit(source.output_tokens)
+        else:
+            prompt_model = LognormalLengths(prompt_mean, prompt_cv, maximum=max_prompt)
+            output_model = LognormalLengths(output_mean, output_cv, maximum=max_output)
+        model = ArrivalModel(rate, arrivals, cv, diurnal_amplitude, diurnal_period, diurnal_phase)
+        result = generate_trace(model, prompt_model, output_model, mix, seed, count=count,
+                                duration_s=duration, name=out.stem)
+        write_trace(out, result)
+        typer.echo(f"wrote {out} ({len(result):,} requests, "
+                   f"{result.arrival_s[-1] - result.arrival_s[0]:.0f} s)")
+
+    @trace.command("import")
+    def import_(
+        fmt: str = typer.Argument(..., metavar="FORMAT", help="azure, burstgpt or mooncake."),
+        source: Path = typer.Argument(..., metavar="FILE", help="File in that format."),
+        out: Path = typer.Option(..., "--out", help="Trace JSONL to write (atomically)."),
+        task: str = typer.Option("default", "--task", help="Task label for every request "
+                                 "(matched to acceptance-profile tasks)."),
+    ) -> None:
+        """Convert an Azure LLM inference CSV, BurstGPT CSV or Mooncake JSONL into a trace."""
+        from ..traces import write_trace
+        from ..traces.importers import import_trace
+
+        if not task:
+            raise InputError("must be a non-empty string", field="task")
+        imported = import_trace(fmt, source, task)
+        write_trace(out, imported.trace)
+        notes = []
+        if imported.skipped_zero:
+            notes.append(f"skipped {imported.skipped_zero:,} rows with zero tokens")
+        if imported.reordered:
+            notes.append(f"sorted {imported.reordered:,} out-of-order rows")
+        typer.echo(f"wrote {out} ({len(imported.trace):,} requests)"
+                   + (f"; {'; '.join(notes)}" if notes else ""))
+
+    @trace.command("stats")
+    def stats(
+        paths: list[Path] = typer.Argument(..., metavar="TRACE...", help="Trace JSONL files (or "
+                                           "Azure/BurstGPT/Mooncake files), shown side by side."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    ) -> None:
+        """Count, span, rate, CV of gaps, prompt/output mean/p50/p90/p99, per-task counts."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from ..traces.importers import read_any
+        from ..traces.stats import STAT_ROWS, stat_value, trace_stats
+
+        results = [trace_stats(read_any(p)) for p in paths]
+        if as_json:
+            typer.echo(json.dumps(results if len(results) > 1 else results[0], indent=2))
+            return
+        table = Table(title="trace statistics")
+        table.add_column("")
+        for path in paths:
+            table.add_column(path.name, justify="right")
+        for label, key, fmt in STAT_ROWS:
+            table.add_row(label, *[fmt.format(stat_value(s, key)) for s in results])
+        tasks = sorted({t for s in results for t in s["tasks"]})
+        for t in tasks:
+            table.add_row(f"task {t}", *[f"{s['tasks'].get(t, 0):,}" for s in results])
+        Console(width=max(80, 24 + 18 * len(paths))).print(table)
+
+    app.add_typer(trace, name="trace")

@@ -1,0 +1,97 @@
+"""Least-squares fit of measured timings to the hardware-profile model, with per-point errors.
+
+Model (formats.md): step(B, X) = T(B) + k * X, where T is piecewise linear with one knot per
+measured batch size B (batch tokens) and X is the KV tokens of the batch's requests. The
+unknowns T(knots) >= 0 and k >= 0 minimise the sum of squared *relative* errors against each
+point's median, so fast and slow points weigh alike.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import lsq_linear
+
+from ..profiles.curve import Curve
+from .profiler import Timing
+
+
+@dataclass
+class PointError:
+    """How the fitted profile reproduces one measured point."""
+
+    timing: Timing
+    predicted_s: float
+
+    @property
+    def rel_error(self) -> float:
+        return self.predicted_s / self.timing.median_s - 1.0
+
+    @property
+    def within_spread(self) -> bool:
+        """Fit error no larger than the measurement's own p10..p90 spread."""
+        return abs(self.predicted_s - self.timing.median_s) <= self.timing.p90_s - self.timing.p10_s
+
+    def as_dict(self) -> dict:
+        out = self.timing.as_dict()
+        out.update(predicted_s=self.predicted_s, rel_error=self.rel_error,
+                   within_spread=self.within_spread)
+        return out
+
+
+@dataclass
+class StepFit:
+    """Fitted batch-token table, per-context-token term, and the error at every point."""
+
+    batch_tokens: np.ndarray
+    seconds: np.ndarray
+    per_context_token_s: float
+    points: list[PointError]
+
+    @property
+    def curve(self) -> Curve:
+        return Curve.of(self.batch_tokens, self.seconds)
+
+    def predict(self, batch_tokens, context_tokens) -> np.ndarray:
+        """Fitted step seconds at (batch tokens, KV tokens of the batch's requests)."""
+        return np.asarray(self.curve(batch_tokens)) + self.per_context_token_s * np.asarray(context_tokens)
+
+    def summary(self) -> dict:
+        """Aggregate fit quality, for the profile's `fit` block."""
+        rel = np.abs([p.rel_error for p in self.points])
+        return {"method": "least squares on relative error; knots at the measured batch sizes",
+                "points": len(self.points),
+                "within_spread": int(sum(p.within_spread for p in self.points)),
+                "median_abs_rel_error": float(np.median(rel)),
+                "max_abs_rel_error": float(np.max(rel))}
+
+
+def fit_step_time(timings: list[Timing]) -> StepFit:
+    """Fit T(B) at the measured batch sizes and k >= 0 to the timings' medians."""
+    if not timings:
+        raise ValueError("no timings to fit")
+    B = np.array([t.batch_tokens for t in timings], dtype=float)
+    X = np.array([t.context_tokens for t in timings], dtype=float)
+    y = np.array([t.median_s for t in timings])
+    knots = np.unique(B)
+    onehot = np.zeros((len(B), len(knots)))
+    onehot[np.arange(len(B)), np.searchsorted(knots, B)] = 1.0   # every B is a knot
+    design = np.column_stack([onehot, X])
+    scale = 1.0 / y
+    has_context = bool(np.any(X > 0))
+    if not has_context:
+        design = design[:, :-1]
+    solution = lsq_linear(design * scale[:, None], y * scale, bounds=(0.0, np.inf)).x
+    seconds = np.maximum(solution[: len(knots)], 1e-9)
+    k = float(solution[-1]) if has_context else 0.0
+    fit = StepFit(knots, seconds, k, [])
+    fit.points = [PointError(t, float(p)) for t, p in zip(timings, fit.predict(B, X))]
+    return fit
+
+
+def draft_curve(timings: list[Timing]) -> Curve:
+    """A drafter's draft_time table: median seconds per request count (contexts pooled)."""
+    requests = sorted({t.requests for t in timings})
+    seconds = [float(np.median([s for t in timings if t.requests == r for s in t.samples_s]))
+               for r in requests]
+    return Curve.of(requests, seconds)

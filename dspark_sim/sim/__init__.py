@@ -1,0 +1,1 @@
+"""SimPy serving-cluster model: requests, replicas, router, policies, metrics, replay."""

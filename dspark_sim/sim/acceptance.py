@@ -1,0 +1,121 @@
+"""Acceptance per decoding step: how many drafts would survive, and the scheduler's confidences.
+
+A simulated request's t-th decode step has a fixed "accepted run" A (drafts that survive
+when all gamma are verified); verifying l drafts accepts min(A, l). The runs are a function
+of (seed, request, step) only, so every policy and both engines see the same draws.
+
+- parametric: A = #{j : U < a_j} with one uniform U per step and a_j = prod_{i<=j} alpha_i,
+  i.e. the run is drawn from the per-position conditional rates; confidences = the rates.
+- empirical: the request walks one measured request's steps in order (cycling when it needs
+  more); which measured request is drawn from the seed. Confidences are the measured ones
+  when the profile has them, else the task's measured conditional acceptance.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
+from .schedule import survivals
+
+
+class AcceptanceSampler:
+    """Accepted runs and survivals for the requests of one trace under one acceptance profile.
+
+    Lookups take request indices `rows` (R,) and decode-step indices `steps` (R, M); a step
+    past a request's last one (or -1) returns some valid value that callers mask out.
+    """
+
+    def __init__(self, profile: AcceptanceProfile, tasks: np.ndarray, output_tokens: np.ndarray,
+                 seed: int, pad: int = 0) -> None:
+        self.gamma = g = profile.gamma
+        rng = np.random.default_rng([seed, 0xACC])
+        specs: list[TaskAcceptance] = []
+        index_of: dict[str, int] = {}
+        for name in sorted({str(t) for t in tasks}):
+            spec = profile.for_task(name)
+            # Tasks that fall back to the same profile task share one index.
+            found = next((i for i, s in enumerate(specs) if s is spec), None)
+            if found is None:
+                specs.append(spec)
+                found = len(specs) - 1
+            index_of[name] = found
+        self.task_index = np.array([index_of[str(t)] for t in tasks], dtype=np.int64)
+        n = len(self.task_index)
+        mean = np.stack([survivals(s.conditional_accept(g)) for s in specs])
+        self.mean_survival_by_task = mean
+        self._neg_surv_by_task = [-row for row in mean]
+        self._neg_uniform: np.ndarray | None = None
+        self.static_confidence = not any(s.kind == "empirical" and any(r.confidence is not None
+                                                                       for r in s.requests)
+                                         for s in specs)
+        kind_param = np.array([s.kind == "parametric" for s in specs])
+        self._param = kind_param[self.task_index]
+        self._all_param = bool(self._param.all())
+        self._row_surv = mean[self.task_index]          # also the parametric confidences
+        # Parametric: one uniform per possible decode step (a request makes <= output - 1).
+        slots = np.maximum(np.asarray(output_tokens, dtype=np.int64) - 1, 0)
+        self._slots = slots
+        self._offset = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64) if n else slots
+        self._uniform = rng.random(int(slots.sum()) + pad + 1) if self._param.any() else np.zeros(1)
+        # Empirical: all measured requests of all tasks end to end; each request picks one.
+        starts, lengths, acc, surv = [], [], [], []
+        first = np.zeros(len(specs), dtype=np.int64)
+        count = np.zeros(len(specs), dtype=np.int64)
+        pos = 0
+        for k, spec in enumerate(specs):
+            first[k] = len(starts)
+            if spec.kind != "empirical":
+                continue
+            count[k] = len(spec.requests)
+            for req in spec.requests:
+                conf = req.confidence if req.confidence is not None else \
+                    np.broadcast_to(spec.conditional_accept(g), (len(req.accepted), g))
+                starts.append(pos)
+                lengths.append(len(req.accepted))
+                acc.append(req.accepted)
+                surv.append(survivals(conf))
+                pos += len(req.accepted)
+        self._emp_acc = np.concatenate(acc).astype(np.int64) if acc else np.zeros(1, np.int64)
+        self._emp_surv = np.concatenate(surv) if surv else np.zeros((1, g))
+        pick = first[self.task_index] + (rng.random(n) * count[self.task_index]).astype(np.int64)
+        starts_a = np.asarray(starts + [0], dtype=np.int64)
+        lengths_a = np.asarray(lengths + [1], dtype=np.int64)
+        emp = ~self._param
+        self._emp_start = np.where(emp, starts_a[np.where(emp, pick, -1)], 0)
+        self._emp_len = np.where(emp, lengths_a[np.where(emp, pick, -1)], 1)
+
+    def accepted(self, rows: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """(R, M) accepted runs of requests `rows` at decode steps `steps` (R, M)."""
+        if self._all_param:
+            u = self._uniform[self._offset[rows][:, None] + steps]
+            return (u[:, :, None] < self._row_surv[rows][:, None, :]).sum(axis=2)
+        param = self._param[rows][:, None]
+        u = self._uniform[np.where(param, self._offset[rows][:, None] + steps, 0)]
+        drawn = (u[:, :, None] < self._row_surv[rows][:, None, :]).sum(axis=2)
+        idx = self._emp_start[rows][:, None] + steps % self._emp_len[rows][:, None]
+        return np.where(param, drawn, self._emp_acc[idx])
+
+    def row_survival(self, rows: np.ndarray) -> np.ndarray:
+        """(R, gamma) survivals from each request's task: its parametric rates or measured mean
+        conditional acceptance (the confidences when the profile has no per-step ones)."""
+        return self._row_surv[rows]
+
+    def survival(self, rows: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """(R, M, gamma) survivals of each request's decode steps (measured confidences)."""
+        idx = self._emp_start[rows][:, None] + steps % self._emp_len[rows][:, None]
+        param = self._param[rows][:, None, None]
+        return np.where(param, self._row_surv[rows][:, None, :], self._emp_surv[idx])
+
+    def sequence(self, rid: int) -> tuple[bytes, int]:
+        """A request's accepted runs as bytes and their period: step s has run seq[s % period]
+        (the same values `accepted` gives)."""
+        if self._param[rid]:
+            start = int(self._offset[rid])
+            n = max(int(self._slots[rid]), 1)
+            # #{j : u < a_j} as in `accepted`; a is non-increasing, so a binary search on -a
+            if self._neg_uniform is None:
+                self._neg_uniform = -self._uniform
+            runs = self._neg_surv_by_task[self.task_index[rid]].searchsorted(self._neg_uniform[start:start + n])
+            return runs.astype(np.uint8).tobytes(), n
+        start, n = int(self._emp_start[rid]), int(self._emp_len[rid])
+        return self._emp_acc[start:start + n].astype(np.uint8).tobytes(), n

@@ -1,0 +1,158 @@
+"""The cluster: an arrival source (open or closed loop), a router and N replica processes in one
+SimPy environment."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from ..errors import InputError
+from ..profiles.acceptance import AcceptanceProfile
+from ..profiles.hardware import HardwareProfile
+from ..traces.schema import Trace
+from .acceptance import AcceptanceSampler
+from .arrivals import ClosedArrivals, OpenArrivals
+from .costs import IterationCost
+from .fast import MAX_RUN, FastReplica
+from .load import ClosedLoop
+from .loop import LoopReplica
+from .policies import make_policy
+from .reference import ReferenceReplica
+from .replica import ReplicaBase
+from .requests import RequestTable
+
+ROUTERS = ("round-robin", "least-outstanding")
+ROUTER_ALIASES = {"rr": "round-robin", "round-robin": "round-robin",
+                  "lo": "least-outstanding", "least-outstanding": "least-outstanding"}
+ENGINES = ("fast", "block", "loop", "reference")
+PREFILL_MODES = ("local", "disaggregated")
+
+
+class Router:
+    """Chooses a replica for each arrival: round-robin, or the fewest outstanding requests
+    (routed and not finished; ties go to the lowest index)."""
+
+    def __init__(self, kind: str, replicas: list[ReplicaBase]) -> None:
+        self.kind = kind
+        self.replicas = replicas
+
+    def route(self, rid: int, t_ns: int) -> ReplicaBase:
+        if self.kind == "round-robin":
+            return self.replicas[rid % len(self.replicas)]
+        loads = [rep.outstanding_at(t_ns) for rep in self.replicas]
+        return self.replicas[int(np.argmin(loads))]
+
+    def candidate_after(self, rid: int, replica: ReplicaBase) -> int | None:
+        """First request index >= rid that may be routed to `replica` (None: none left)."""
+        n = len(self.replicas)
+        if self.kind == "round-robin" and n > 1:
+            rid += (replica.index - rid) % n
+        return rid
+
+
+class Cluster:
+    """Owns the environment and the arrival source; replicas ask it for arrivals (`dispatch_until`,
+    `next_arrival_ns`) and tell it of finishes (`finished`, which drives a closed loop)."""
+
+    def __init__(self, table: RequestTable, replicas: int, router: str, hw: HardwareProfile,
+                 policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
+                 engine: str = "fast", closed_loop: ClosedLoop | None = None,
+                 prefill: str = "local") -> None:
+        self.env = simpy.Environment()
+        self.prefill_elsewhere = prefill == "disaggregated"
+        self.table = table
+        self.tracks_outstanding = router == "least-outstanding" and replicas > 1 and closed_loop is None
+        gamma = acceptance.gamma if acceptance is not None else 1
+        probe = make_policy(policy_name, gamma)
+        sampler = None
+        if probe.speculative:
+            sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
+        # the scheduler's cost view: drafting as the policy drafts, and attention over the
+        # trace's typical KV length of a decoding request (prompt + half the output)
+        typical_context = float(np.mean(table.prompt + table.output / 2)) if table.n else 0.0
+        cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None,
+                             scheduler_drafts=probe.drafts if probe.drafts is not None else gamma,
+                             scheduler_context=typical_context)
+        planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
+            (sampler is None or sampler.static_confidence or not probe.needs_confidence)
+        loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
+        if engine == "loop" and not loopable:
+            raise InputError(f"engine 'loop' needs a policy decided per batch composition; "
+                             f"{policy_name} with this profile is not", field="engine")
+        cls = {"block": FastReplica, "loop": LoopReplica, "reference": ReferenceReplica}.get(engine)
+        if cls is None:     # "fast": per-iteration python loop where it applies, else blocks
+            cls = LoopReplica if loopable else FastReplica
+        self.replicas: list[ReplicaBase] = [
+            cls(i, self.env, self, table, hw, cost, make_policy(policy_name, gamma), sampler)
+            for i in range(replicas)]
+        self.router = Router(router, self.replicas)
+        if closed_loop is None:
+            self.source: OpenArrivals | ClosedArrivals = OpenArrivals(self.env, table, self.router)
+        else:
+            self.source = ClosedArrivals(self.env, table, closed_loop, self.replicas)
+        # a closed loop's finishes create arrivals (think_ns after them); None for an open loop
+        self.closed_think_ns: int | None = self.source.think_ns
+
+    def dispatch_until(self, t_ns: int) -> None:
+        """Queue at their replicas every request that has arrived by t, in arrival order."""
+        self.source.dispatch_until(t_ns)
+
+    def next_arrival_ns(self, replica: ReplicaBase) -> int | None:
+        """Arrival time of the next request that could be queued at `replica`."""
+        return self.source.next_arrival_ns(replica)
+
+    def finished(self, replica: ReplicaBase, rids, t_ns) -> None:
+        """Requests `rids` of `replica` finish at t_ns (scalar or one per request)."""
+        self.source.finished(replica, rids, t_ns)
+
+    def run(self) -> None:
+        """Simulate until every request has finished."""
+        self.env.run()
+        for rep in self.replicas:
+            rep.flush()
+        if (self.table.finish_ns < 0).any():   # pragma: no cover - a model bug, not bad input
+            raise RuntimeError("simulation ended with unfinished requests")
+
+
+@dataclass
+class SimOutcome:
+    """What one simulation produced."""
+
+    table: RequestTable
+    iterations: int
+    wall_s: float
+    cpu_s: float = 0.0       # CPU time of this process (robust on a shared machine)
+
+
+def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
+             replicas: int = 1, router: str = "round-robin", seed: int = 0,
+             engine: str = "fast", closed_loop: ClosedLoop | None = None,
+             prefill: str = "local") -> SimOutcome:
+    """Serve `trace` with `replicas` replicas of `hw` under `policy`; every request finishes.
+    With `closed_loop`, the trace gives only the requests' lengths and tasks (load.py). With
+    prefill 'disaggregated', prompts are prefilled elsewhere: a request arrives with its KV
+    cache and first token and only decodes here."""
+    if router not in ROUTER_ALIASES:
+        raise InputError(f"unknown router {router!r}; choose rr or least-outstanding", field="router")
+    if replicas < 1:
+        raise InputError(f"must be >= 1, got {replicas}", field="replicas")
+    if prefill not in PREFILL_MODES:
+        raise InputError(f"unknown prefill mode {prefill!r}; choose {' or '.join(PREFILL_MODES)}",
+                         field="prefill")
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}; choose {', '.join(ENGINES)}", field="engine")
+    t0, c0 = time.perf_counter(), time.process_time()
+    table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
+    kv = hw.kv_capacity_tokens
+    if kv is not None and len(table.kv_need) and int(table.kv_need.max()) > kv:
+        i = int(table.kv_need.argmax())
+        raise InputError(f"request {table.ids[i]!r} needs {int(table.kv_need[i])} KV tokens "
+                         f"(prompt + output) but the hardware profile holds {kv}",
+                         field="kv_capacity_tokens")
+    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
+                      closed_loop, prefill)
+    cluster.run()
+    return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
+                      time.process_time() - c0)

@@ -1,0 +1,167 @@
+"""Iteration cost of one replica: draft time + target step time, tabulated on integer inputs.
+
+Simulated time is kept in integer nanoseconds so that sums are exact and associative: the
+vectorised and the per-iteration engines then agree to the last bit, and an arrival and an
+iteration boundary at the same instant are really at the same instant.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..profiles.hardware import HardwareProfile
+
+NS = 1_000_000_000
+UNLIMITED = 1 << 40    # stands for "no limit" in token budgets and KV capacity
+
+
+def to_ns(seconds) -> np.ndarray:
+    """Seconds -> integer nanoseconds (at least 1 ns for a positive duration)."""
+    return np.rint(np.asarray(seconds, dtype=float) * NS).astype(np.int64)
+
+
+class IterationCost:
+    """Seconds of one iteration: draft_time(kind, R, drafts) + step_time(B, context).
+
+    It also gives the speculation scheduler its view of the engine, `scheduler_sps(B, R)`:
+    iterations per second at B batch tokens with R decoding requests, counting the drafting
+    (`scheduler_drafts` sequential drafts) and the attention over a typical context of
+    `scheduler_context` KV tokens per request, as an engine's profiled SPS curve would. The
+    exact per-iteration context is not used by the scheduler, so a decision depends only on
+    the batch composition (which keeps the engines' per-composition plans exact).
+    """
+
+    def __init__(self, hw: HardwareProfile, drafter_kind: str | None,
+                 scheduler_drafts: int = 0, scheduler_context: float = 0.0) -> None:
+        """Tables cover every batch size and request count the profile's limits allow."""
+        self.hw = hw
+        self.scheduler_drafts = scheduler_drafts
+        self.scheduler_context = float(scheduler_context)
+        self._sched_tables: dict[int, np.ndarray] = {}
+        self._sched_lists: dict[int, list[float]] = {}
+        self.kind = drafter_kind if drafter_kind in hw.draft_curves else None
+        self.per_draft = self.kind in hw.per_draft_kinds
+        self.per_context = float(hw.per_context_token_s)
+        self._context_ns = self.per_context * NS
+        self._seconds_lists: tuple[list[float], list[float]] | None = None
+        self._step = np.zeros(0)
+        self._draft = np.zeros(0)
+        self._grow_step((hw.max_batch_tokens or 4095) + 1)
+        self._grow_draft(min(hw.max_batch_requests or 255, hw.max_batch_tokens or 1 << 30) + 1)
+        lowest = hw.step_constant_s if hw.step_curve is None else float(hw.step_curve.y.min())
+        self.min_step_ns = max(1, int(to_ns(lowest)))   # lower bound of any iteration's duration
+
+    def _step_base(self, b: np.ndarray) -> np.ndarray:
+        if self.hw.step_curve is None:
+            return np.full(len(b), float(self.hw.step_constant_s))
+        return np.asarray(self.hw.step_curve(b), dtype=float)
+
+    def _grow_step(self, n: int) -> None:
+        size = max(n, 2 * len(self._step))
+        self._step = self._step_base(np.arange(size, dtype=float))
+        self._step_ns = np.maximum(self._step * NS, 1.0)      # an iteration lasts >= 1 ns
+
+    def _grow_draft(self, n: int) -> None:
+        size = max(n, 2 * len(self._draft))
+        reqs = np.arange(size, dtype=float)
+        if self.kind is None:
+            self._draft = np.zeros(size)
+        else:
+            self._draft = np.where(reqs > 0, np.asarray(self.hw.draft_curves[self.kind](reqs), dtype=float), 0.0)
+        self._draft_ns = self._draft * NS
+
+    def scheduler_fixed_s(self, requests) -> np.ndarray:
+        """Seconds of an iteration with R decoding requests that do not depend on its batch
+        tokens, as the scheduler sees them: drafting + attention over the typical context."""
+        r = np.asarray(requests, dtype=np.int64)
+        self._fit(int(r.max(initial=0)), 0)
+        draft = self._draft[r]
+        d = self.scheduler_drafts
+        draft = draft * d if self.per_draft else (draft if d > 0 else 0.0 * draft)
+        return draft + self.per_context * self.scheduler_context * r
+
+    def scheduler_sps(self, batch_tokens, requests) -> np.ndarray:
+        """Iterations per second the scheduler expects at B batch tokens and R decoding
+        requests (broadcast): 1 / (step_time(B) + scheduler_fixed_s(R))."""
+        b = np.asarray(batch_tokens, dtype=np.int64)
+        self._fit(0, int(b.max(initial=0)))
+        return 1.0 / (self._step[b] + self.scheduler_fixed_s(requests))
+
+    def scheduler_sps_table(self, requests: int, max_batch_tokens: int) -> np.ndarray:
+        """`scheduler_sps` for R requests by integer batch tokens, covering 0..max_batch_tokens."""
+        table = self._sched_tables.get(requests)
+        if table is None or max_batch_tokens >= len(table):
+            self._fit(requests, max_batch_tokens)
+            if len(self._sched_tables) > 256:
+                self._sched_tables.clear()
+                self._sched_lists.clear()
+            table = self._sched_tables[requests] = 1.0 / (self._step + self.scheduler_fixed_s(requests))
+            self._sched_lists.pop(requests, None)
+        return table
+
+    def scheduler_sps_list(self, requests: int, max_batch_tokens: int) -> list[float]:
+        """`scheduler_sps_table` as a python list (for per-iteration python code)."""
+        table = self.scheduler_sps_table(requests, max_batch_tokens)
+        out = self._sched_lists.get(requests)
+        if out is None or len(out) != len(table):
+            out = self._sched_lists[requests] = table.tolist()
+        return out
+
+    def seconds_lists(self, max_requests: int, max_batch_tokens: int) -> tuple[list[float], list[float]]:
+        """Step seconds (by batch tokens) and draft seconds (by requests) as python lists."""
+        if self._seconds_lists is None or max_batch_tokens >= len(self._seconds_lists[0]) \
+                or max_requests >= len(self._seconds_lists[1]):
+            self._fit(max_requests, max_batch_tokens)
+            self._seconds_lists = (self._step.tolist(), self._draft.tolist())
+        return self._seconds_lists
+
+    def ns_lists(self, max_requests: int, max_batch_tokens: int) -> tuple[list[float], list[float]]:
+        """Draft and step nanosecond tables as python lists covering the given maxima."""
+        self._fit(max_requests, max_batch_tokens)
+        return self._draft_ns.tolist(), self._step_ns.tolist()
+
+    def step_seconds(self, batch_tokens: np.ndarray) -> np.ndarray:
+        """Target step seconds at integer batch tokens, without the context term."""
+        b = np.asarray(batch_tokens, dtype=np.int64)
+        self._fit(0, int(b.max(initial=0)))
+        return self._step[b]
+
+    def draft_seconds(self, requests: np.ndarray, drafts: np.ndarray) -> np.ndarray:
+        """Drafting seconds for `requests` decoding requests making `drafts` sequential drafts."""
+        r = np.asarray(requests, dtype=np.int64)
+        self._fit(int(r.max(initial=0)), 0)
+        t = self._draft[r]
+        return t * drafts if self.per_draft else np.where(np.asarray(drafts) > 0, t, 0.0)
+
+    def iteration_ns(self, requests: np.ndarray, batch_tokens: np.ndarray, context: np.ndarray,
+                     drafts) -> np.ndarray:
+        """Nanoseconds of each iteration (vectorised), as integer-valued floats (>= 1):
+        rint(draft + step(B) + per-context x context), all in nanoseconds."""
+        requests = np.asarray(requests, dtype=np.int64)
+        batch_tokens = np.asarray(batch_tokens, dtype=np.int64)
+        self._fit(int(requests.max(initial=0)), int(batch_tokens.max(initial=0)))
+        draft = self._draft_ns[requests]
+        draft = draft * drafts if self.per_draft else np.where(np.asarray(drafts) > 0, draft, 0.0)
+        return self._finish_ns(draft, batch_tokens, context)
+
+    def fixed_drafts(self, drafts: int) -> np.ndarray:
+        """Draft nanoseconds by request count for a policy that always makes `drafts` drafts
+        (same arithmetic as `iteration_ns`)."""
+        return self._draft_ns * drafts if self.per_draft else np.where(drafts > 0, self._draft_ns, 0.0)
+
+    def iteration_ns_fixed(self, draft_table: np.ndarray, requests: np.ndarray,
+                           batch_tokens: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """`iteration_ns` with a `fixed_drafts` table; requests and batch tokens must lie within
+        the profile's limits (the tables cover them)."""
+        return self._finish_ns(draft_table[requests], batch_tokens, context)
+
+    def _finish_ns(self, draft: np.ndarray, batch_tokens: np.ndarray, context) -> np.ndarray:
+        ns = draft + self._step_ns[batch_tokens]
+        if self.per_context:
+            ns = ns + self._context_ns * context
+        return np.rint(ns)
+
+    def _fit(self, requests: int, batch_tokens: int) -> None:
+        if batch_tokens >= len(self._step):
+            self._grow_step(batch_tokens + 1)
+        if requests >= len(self._draft):
+            self._grow_draft(requests + 1)

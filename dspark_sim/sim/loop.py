@@ -1,0 +1,317 @@
+"""Per-iteration engine in plain Python, many iterations per SimPy wake.
+
+For policies whose verify lengths depend only on who is in the batch (ar, mtp1, static-K,
+and dspark / goodput with per-task confidences) the lengths come from per-composition plans,
+so an iteration costs a few python operations per decoding request. The replica runs
+iterations back to back -- admitting from its queue, prefilling, retiring finished requests
+-- until the first iteration boundary at or after the next arrival it could be routed, and
+only then sleeps. On the small batches of a lightly loaded replica this beats numpy calls on
+tiny arrays; the vectorised engine (fast.py) serves the other policies. Same results as the
+reference engine, bit for bit (tests).
+
+Bookkeeping that would cost a store per row and iteration is done per stretch instead: a
+row's decode step is the iteration index minus the index of its first decode iteration, and
+verified drafts are settled whenever the verify lengths change.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .replica import ReplicaBase
+
+
+# _TOKENS[l][a] = 1 + min(a, l): tokens of a step with accepted run a when l drafts are verified
+_TOKENS = [bytes(1 + min(a, length) for a in range(256)) for length in range(255)]
+
+
+class LoopReplica(ReplicaBase):
+    """Runs iterations in a python loop until the next arrival boundary or idleness."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        p, cost = self.policy, self.cost
+        self._unbounded = self.budget >= (1 << 16) or self.max_requests >= (1 << 16)
+        self._tables(min(self.max_requests, 1 << 16), min(self.budget, 1 << 16))
+        self._context_ns = cost._context_ns if cost.per_context else 0.0
+        self._task = self.sampler.task_index if self.sampler is not None else None
+        self._oracle = p.needs_accepted          # verifies exactly the accepted run
+        # decoding rows, in batch order (lists are changed in place)
+        self._rid: list[int] = []
+        self._seq: list[bytes] = []       # accepted run of each decode step
+        self._tok: list[bytes] = []       # tokens of each decode step at the row's verify length
+        self._tok_len: list[int] = []     # the verify length _tok was built for
+        self._first: list[int] = []       # iteration index of the row's first decode step
+        self._owed: list[int] = []
+        self._ver: list[int] = []         # verified drafts, settled up to _settled
+        self._tasks: list[int] = []
+        self._settled = 0
+        self._kv_sum = 0                  # prompt + generated over the decoding rows
+        self._plans: dict[tuple, object] = {}
+        self._results: list[tuple[int, int, int, int, int, int]] = []   # finished rows
+        self.decoders = self._rid
+        self._refresh()
+
+    def _tables(self, requests: int, batch_tokens: int) -> None:
+        cost, drafts = self.cost, self.policy.drafts
+        self._draft_ns, self._step_ns = cost.ns_lists(requests, batch_tokens)
+        # goodput (drafts None) pays for the k it picks each iteration
+        self._draft_fixed = cost.fixed_drafts(drafts).tolist() if drafts is not None else None
+
+    # --- verify lengths --------------------------------------------------------------------
+
+    def _plan(self, key: tuple):
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= 4096:
+                self._plans.clear()
+            rows = np.asarray(self._rid, dtype=np.int64)
+            surv = self.sampler.row_survival(rows) if self.sampler is not None else \
+                np.zeros((len(rows), self.gamma))
+            plan = self._plans[key] = self.policy.plan(surv, self.budget - len(rows), self.cost)
+        return plan
+
+    def _refresh(self) -> None:
+        """The rows changed: verify lengths of iterations without prefill."""
+        self._key = tuple(self._tasks) if self._task is not None else (len(self._rid),)
+        if self._oracle:             # tokens at length gamma are 1 + the accepted run
+            lengths = [self.gamma] * len(self._rid)
+        else:
+            lengths = self._plan(self._key).lengths_list(0) if self._rid else []
+        self._lengths = lengths
+        self._sum_lengths = sum(lengths)
+        tok_len = self._tok_len
+        for k, length in enumerate(lengths):
+            if tok_len[k] != length:
+                self._tok[k] = self._seq[k].translate(_TOKENS[length])
+                tok_len[k] = length
+
+    def _settle(self, upto: int) -> None:
+        """Credit the current verify lengths for iterations _settled..upto-1."""
+        n = upto - self._settled
+        if n:
+            ver, lengths = self._ver, self._lengths
+            for k in range(len(ver)):
+                ver[k] += lengths[k] * n
+        self._settled = upto
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def advance(self) -> int:
+        now = int(self.env.now)
+        t_arr = self.cluster.next_arrival_ns(self)
+        if t_arr is None:
+            t_arr = 1 << 62
+        rid, seq, tok, first, owed = self._rid, self._seq, self._tok, self._first, self._owed
+        prefilling, waiting = self.prefilling, self.waiting
+        context_ns, draft_fixed, step_ns = self._context_ns, self._draft_fixed, self._step_ns
+        it = self.iterations
+        kv_sum = self._kv_sum
+        lag, oracle, budget = self.policy.lag, self._oracle, self.budget
+        total = self._sum_lengths
+        unbounded = self._unbounded
+        closed = self.cluster.closed_think_ns is not None
+        while True:
+            r = len(rid)
+            if oracle:
+                once = self._oracle_trim(it, r) if r * (self.gamma + 1) > budget else None
+            elif prefilling or lag:
+                once = self._lengths_now(it, r)
+            else:
+                once = None
+            # decoding rows: 1 + accepted drafts each (owed may go below 0: the surplus of the
+            # last step is dropped when the row retires)
+            emitted = 0
+            done = None
+            if once is None:
+                for k in range(r):
+                    e = tok[k][it - first[k]]
+                    left = owed[k] - e
+                    owed[k] = left
+                    emitted += e
+                    if left <= 0:
+                        if done is None:
+                            done = []
+                        done.append(k)
+            else:                           # an iteration with other verify lengths
+                for k in range(r):
+                    a = seq[k][it - first[k]]
+                    if a > once[k]:
+                        a = once[k]
+                    left = owed[k] - a - 1
+                    owed[k] = left
+                    emitted += a + 1
+                    if left <= 0:
+                        if done is None:
+                            done = []
+                        done.append(k)
+            verified = emitted - r if oracle else (total if once is None else sum(once))
+            batch = r + verified
+            chunks, prefill_context = None, 0
+            if prefilling:       # prefill takes what the decode tokens leave, FCFS
+                prefill_max = min(self._pending, max(0, budget - r))
+                chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - batch))
+                batch += sum(take for _, take in chunks)
+            if unbounded and (batch >= len(step_ns) or r >= len(self._draft_ns)):
+                self._tables(2 * r + 1, 2 * batch + 1)
+                draft_fixed, step_ns = self._draft_fixed, self._step_ns
+            if draft_fixed is not None:
+                ns = draft_fixed[r] + step_ns[batch]
+            else:
+                lengths = once if once is not None else self._lengths
+                k = max(lengths) if lengths else 0
+                draft = self._draft_ns[r] * k if self.cost.per_draft else \
+                    (self._draft_ns[r] if k > 0 else 0.0)
+                ns = draft + step_ns[batch]
+            if context_ns:
+                ns = ns + context_ns * (kv_sum + prefill_context)
+            end = now + round(ns)
+            kv_sum += emitted
+            it += 1
+            if done is not None or chunks:
+                self._kv_sum = kv_sum
+                if done is not None:
+                    self._retire(done, end, it)
+                if chunks:
+                    joiners = self.stamp_prefill(self.apply_prefill(chunks), end)
+                    if joiners:
+                        self._join(joiners, it)
+                kv_sum, total = self._kv_sum, self._sum_lengths
+                if closed:          # a closed loop's finishes send the users' next requests
+                    t_next = self.cluster.next_arrival_ns(self)
+                    if t_next is not None and t_next < t_arr:
+                        t_arr = t_next
+            now = end
+            if now >= t_arr:
+                break
+            if waiting:
+                if self.prefill_elsewhere:       # admitted requests join the rows at once
+                    self._kv_sum, self.iterations = kv_sum, it
+                    self.admit(now)
+                    kv_sum, total = self._kv_sum, self._sum_lengths
+                    if closed:          # a request owing one token finishes on admission
+                        t_next = self.cluster.next_arrival_ns(self)
+                        if t_next is not None and t_next < t_arr:
+                            t_arr = t_next
+                else:
+                    self.admit()
+            if not prefilling and not rid:
+                break
+        self._kv_sum = kv_sum
+        self.iterations = it
+        return now
+
+    def _lengths_now(self, it: int, r: int) -> list[int] | None:
+        """Verify lengths of an iteration with prefill to do (the base is the prefill it could
+        take) or of a lagged policy (budget from two iterations earlier); None when they are
+        the current rows' usual lengths."""
+        prefill_max = min(self._pending, max(0, self.budget - r)) if self.prefilling else 0
+        lengths = self._lengths
+        if self.policy.lag:
+            plan = self._plan(self._key)
+            raw = plan.raw(prefill_max) if r else 0
+            use = self.history[0] if self.history else raw
+            self.history = (self.history + [raw])[-2:]
+            if r:
+                lengths = plan.lengths_for(use)
+        elif prefill_max and r:
+            lengths = self._plan(self._key).lengths_list(prefill_max)
+        if lengths is self._lengths or lengths == self._lengths:
+            return None
+        self._settle(it)                     # credit this one iteration's lengths apart
+        ver = self._ver
+        for k in range(r):
+            ver[k] += lengths[k]
+        self._settled = it + 1
+        return lengths
+
+    def _oracle_trim(self, it: int, r: int) -> list[int] | None:
+        """oracle verifies each row's accepted run; when their total passes the drafts budget,
+        earlier rows keep theirs first (as `cap_in_order`)."""
+        left = self.budget - r
+        runs = [self._seq[k][it - self._first[k]] for k in range(r)]
+        if sum(runs) <= left:
+            return None
+        out = []
+        for a in runs:
+            take = min(a, max(left, 0))
+            out.append(take)
+            left -= take
+        return out
+
+    # --- rows in and out ---------------------------------------------------------------------
+
+    def _join(self, joiners: list[int], it: int) -> None:
+        """Requests whose prefill ended in iteration it-1 decode from iteration it on."""
+        self._settle(it)
+        for rid in joiners:
+            steps = self._output[rid] - 1
+            if self.sampler is not None:
+                runs, period = self.sampler.sequence(rid)
+                if period < steps:
+                    runs = (runs * (steps // period + 1))[:steps]
+            else:
+                runs = bytes(steps)
+            self._rid.append(rid)
+            self._seq.append(runs)
+            self._tok.append(b"")
+            self._tok_len.append(-1)
+            self._first.append(it)
+            self._owed.append(steps)
+            self._ver.append(0)
+            if self._task is not None:
+                self._tasks.append(int(self._task[rid]))
+            self._kv_sum += self._prompt[rid] + 1
+        self._refresh()
+
+    def join_decoding(self, rids: list[int]) -> None:
+        self._join(rids, self.iterations)
+
+    def _retire(self, done: list[int], end: int, it: int) -> None:
+        """Rows that emitted their last token in iteration it-1, ending at `end`."""
+        self._settle(it)
+        drafts = self.policy.drafts
+        output, prompt, need = self._output, self._prompt, self._need
+        kv = 0
+        for k in done:
+            rid = self._rid[k]
+            out = output[rid]
+            steps = it - self._first[k]
+            # accepted drafts = decode tokens before the final clip - steps
+            accepted = out - 1 - self._owed[k] - steps
+            ver = accepted if self._oracle else self._ver[k]
+            self._results.append((rid, end, steps, accepted, ver,
+                                  ver if drafts is None else steps * drafts))
+            self._kv_sum += self._owed[k] - prompt[rid] - out   # drop the overshoot and the row
+            kv += need[rid]
+        self.release([self._rid[k] for k in done], kv, end)
+        if len(done) == 1:
+            k = done[0]
+            for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
+                           self._ver):
+                del values[k]
+            if self._task is not None:
+                del self._tasks[k]
+        else:
+            gone = set(done)
+            keep = [k for k in range(len(self._rid)) if k not in gone]
+            for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
+                           self._ver):
+                values[:] = [values[k] for k in keep]
+            if self._task is not None:
+                self._tasks[:] = [self._tasks[k] for k in keep]
+        self._refresh()
+
+    def flush(self) -> None:
+        """Write the finished requests' results into the request table."""
+        if not self._results:
+            return
+        rid, end, steps, accepted, verified, drafted = (np.array(c, dtype=np.int64)
+                                                        for c in zip(*self._results))
+        self._results = []
+        t = self.table
+        t.finish_ns[rid] = end
+        t.steps[rid] = steps
+        t.generated[rid] = t.output[rid]
+        t.accepted[rid] = accepted
+        t.verified[rid] = verified
+        t.drafted[rid] = drafted

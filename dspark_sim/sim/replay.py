@@ -1,0 +1,142 @@
+"""`replay`: simulate serving a trace under one or more policies; results and output files."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import InputError
+from ..fileio import write_json_atomic, write_text_atomic
+from ..profiles.acceptance import AcceptanceProfile
+from ..profiles.hardware import HardwareProfile
+from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
+                                 load_hw_profile)
+from ..traces.schema import Trace, load_trace
+from .cluster import ROUTER_ALIASES, simulate
+from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
+from .load import ClosedLoop
+from .metrics import requests_csv, requests_frame, summarise
+from .policies import check_policy_name, make_policy
+
+
+def default_acceptance(policy: str) -> str | None:
+    """Shipped acceptance profile a policy uses by default (None for no speculation)."""
+    if policy == "ar":
+        return None
+    return DEFAULT_MTP1_ACCEPTANCE if policy == "mtp1" else DEFAULT_ACCEPTANCE
+
+
+@dataclass
+class ReplayResult:
+    """One policy's simulation: per-request rows and the summary."""
+
+    policy: str
+    requests: pd.DataFrame
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _name(obj: Any, given: str | Path | None) -> str:
+    return str(given) if given is not None else getattr(obj, "name", str(obj))
+
+
+def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
+           *, replicas: int = 1, router: str = "round-robin", seed: int = 0, engine: str = "fast",
+           trace_name: str | None = None, hw_name: str | None = None,
+           acceptance_name: str | None = None, closed_loop: ClosedLoop | None = None,
+           prefill: str = "local") -> ReplayResult:
+    """Simulate `trace` on `replicas` replicas of `hw` under `policy`; return the results.
+    With `closed_loop`, users send the trace's requests back to back (sim/load.py); with
+    prefill 'disaggregated', the replicas only decode (prompts are prefilled elsewhere)."""
+    check_policy_name(policy)
+    probe = make_policy(policy, acceptance.gamma if acceptance is not None else 1)
+    if probe.speculative and acceptance is None:
+        raise InputError(f"policy {policy} needs an acceptance profile", field="acceptance")
+    outcome = simulate(trace, policy, hw, acceptance if probe.speculative else None,
+                       replicas=replicas, router=router, seed=seed, engine=engine,
+                       closed_loop=closed_loop, prefill=prefill)
+    frame = requests_frame(outcome.table)
+    summary = summarise(frame, policy=policy, trace=trace_name or trace.name,
+                        hw=hw_name or hw.name,
+                        acceptance=(acceptance_name or acceptance.name) if probe.speculative else None,
+                        seed=seed, gpus=hw.gpus_per_replica * replicas,
+                        iterations=outcome.iterations, sim_wall_s=outcome.wall_s)
+    summary.update({"replicas": replicas, "router": ROUTER_ALIASES.get(router, router),
+                    "gpus": hw.gpus_per_replica * replicas,
+                    "closed_loop": asdict(closed_loop) if closed_loop is not None else None,
+                    "prefill": prefill})
+    return ReplayResult(policy, frame, summary)
+
+
+def parse_acceptance_option(text: str | None, policies: list[str]) -> dict[str, str | None]:
+    """'ACC' (every speculative policy) or 'POLICY=ACC,...' (others keep their default)."""
+    chosen = {p: default_acceptance(p) for p in policies}
+    if not text:
+        return chosen
+    if "=" not in text:
+        return {p: (text if chosen[p] is not None else None) for p in policies}
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        pol, _, acc = part.partition("=")
+        pol, acc = pol.strip(), acc.strip()
+        if pol not in chosen:
+            raise InputError(f"{pol!r} is not one of the policies being replayed "
+                             f"({', '.join(policies)})", field="acceptance")
+        if not acc:
+            raise InputError(f"no profile given for {pol!r}", field="acceptance")
+        chosen[pol] = acc
+    return chosen
+
+
+def parse_policies(text: str) -> list[str]:
+    """'mtp1,static-3,dspark' -> validated, de-duplicated list."""
+    out: list[str] = []
+    for name in filter(None, (s.strip() for s in text.split(","))):
+        check_policy_name(name)
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise InputError("no policy given", field="policy")
+    return out
+
+
+def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = DEFAULT_HW,
+                 acceptance: dict[str, str | None] | None = None, *, replicas: int = 1,
+                 router: str = "round-robin", seed: int = 0, engine: str = "fast",
+                 progress=None) -> list[ReplayResult]:
+    """Load and validate every input first (nothing is simulated on bad input), then replay
+    the trace under each policy."""
+    trace = load_trace(trace_path)
+    hw_path = hw_profile_path(hw)
+    hw_prof = load_hw_profile(hw_path)
+    acceptance = acceptance or {p: default_acceptance(p) for p in policies}
+    loaded: dict[str, tuple[AcceptanceProfile | None, str | None]] = {}
+    for pol in policies:
+        spec = acceptance.get(pol, default_acceptance(pol))
+        if spec is None:
+            loaded[pol] = (None, None)
+            continue
+        prof = load_acceptance_profile(acceptance_profile_path(spec))
+        make_policy(pol, prof.gamma)           # static-K needs K <= gamma
+        loaded[pol] = (prof, str(spec))
+    results = []
+    for pol in policies:
+        prof, acc_name = loaded[pol]
+        results.append(replay(trace, pol, hw_prof, prof, replicas=replicas, router=router, seed=seed,
+                              engine=engine, trace_name=str(trace_path), hw_name=str(hw),
+                              acceptance_name=acc_name))
+        if progress is not None:
+            progress(pol)
+    return results
+
+
+def write_results(results: list[ReplayResult], out_dir: str | Path) -> list[Path]:
+    """DIR/requests.csv + DIR/summary.json for one policy, DIR/<policy>/... for several."""
+    out_dir = Path(out_dir)
+    written = []
+    for res in results:
+        where = out_dir if len(results) == 1 else out_dir / res.policy
+        write_text_atomic(where / "requests.csv", requests_csv(res.requests))
+        write_json_atomic(where / "summary.json", res.summary)
+        written.append(where)
+    return written

@@ -1,0 +1,44 @@
+"""Request state: one array per field over every request of the trace (struct of arrays)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..traces.schema import Trace
+from .costs import NS
+
+
+class RequestTable:
+    """Static request fields (from the trace) and what the simulation records about each one.
+
+    Times are integer nanoseconds; -1 means "not yet".
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        n = len(trace)
+        self.n = n
+        self.ids = trace.ids
+        self.task = trace.task
+        self.arrival_ns = np.rint(np.asarray(trace.arrival_s, dtype=float) * NS).astype(np.int64)
+        self.prompt = np.asarray(trace.prompt_tokens, dtype=np.int64)
+        self.output = np.asarray(trace.output_tokens, dtype=np.int64)
+        self.kv_need = self.prompt + self.output          # KV tokens reserved at admission
+        self.replica = np.full(n, -1, dtype=np.int64)
+        self.first_token_ns = np.full(n, -1, dtype=np.int64)
+        self.finish_ns = np.full(n, -1, dtype=np.int64)
+        self.prefilled = np.zeros(n, dtype=np.int64)      # prompt tokens in the KV cache
+        self.generated = np.zeros(n, dtype=np.int64)      # output tokens emitted so far
+        self.steps = np.zeros(n, dtype=np.int64)          # decode iterations (after prefill)
+        self.drafted = np.zeros(n, dtype=np.int64)
+        self.verified = np.zeros(n, dtype=np.int64)
+        self.accepted = np.zeros(n, dtype=np.int64)
+        self._lists: tuple[list[int], list[int], list[int]] | None = None
+
+    def as_lists(self) -> tuple[list[int], list[int], list[int]]:
+        """Prompt, output and KV need as python lists (fast scalar access), built once."""
+        if self._lists is None:
+            self._lists = (self.prompt.tolist(), self.output.tolist(), self.kv_need.tolist())
+        return self._lists
+
+    def owed(self, rows: np.ndarray) -> np.ndarray:
+        """Output tokens still to emit."""
+        return self.output[rows] - self.generated[rows]

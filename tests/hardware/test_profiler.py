@@ -1,0 +1,123 @@
+"""Profiler end to end on a tiny random Llama, the least-squares fit, and the `profile` command."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dspark_sim.cli import main
+from dspark_sim.hardware.fit import draft_curve, fit_step_time
+from dspark_sim.hardware.measure import measure_profile
+from dspark_sim.hardware.profiler import ProfileGrid, Timing
+from dspark_sim.hardware.random_model import build_random_model
+from dspark_sim.profiles import HardwareProfile
+
+TINY_PATH = Path(__file__).parent / "data" / "tiny-llama.json"
+TINY = json.loads(TINY_PATH.read_text())
+GRID = ProfileGrid(batches=(1, 2, 4), widths=(1, 3), contexts=(16, 256), prefill_chunks=(8, 32),
+                   repeats=15, warmup=2)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_fit_recovers_a_known_profile():
+    rng = np.random.default_rng(1)
+    table = {1: 0.010, 2: 0.011, 4: 0.013, 8: 0.018}
+    k = 2e-6
+    timings = []
+    for (R, w) in [(1, 1), (1, 2), (2, 2), (4, 2)]:
+        for c in (100, 1000, 4000):
+            true = table[R * w] + k * R * c
+            timings.append(Timing("decode", R, w, c, list(true * (1 + 0.01 * rng.standard_normal(15)))))
+    fit = fit_step_time(timings)
+    assert fit.per_context_token_s == pytest.approx(k, rel=0.05)
+    np.testing.assert_allclose(fit.seconds, [table[b] for b in (1, 2, 4, 8)], rtol=0.02)
+    assert all(p.within_spread for p in fit.points)
+    assert fit.summary()["max_abs_rel_error"] < 0.02
+
+
+def test_fit_without_context_and_draft_curve():
+    timings = [Timing("prefill", 1, n, 0, [n * 1e-4, n * 1.1e-4, n * 0.9e-4]) for n in (8, 32)]
+    fit = fit_step_time(timings)
+    assert fit.per_context_token_s == 0.0
+    np.testing.assert_allclose(fit.seconds, [8e-4, 32e-4])
+    drafts = [Timing("draft:dspark", r, 7, c, [r * 1e-3] * 3) for r in (1, 4) for c in (10, 100)]
+    assert draft_curve(drafts)(4) == pytest.approx(4e-3)
+
+
+def test_tiny_model_end_to_end(tmp_path):
+    model = build_random_model(TINY, "cpu", torch.float32, seed=0)
+    prof, fit = measure_profile(model, GRID, "cpu", "tiny", "tiny-llama")
+    assert len(fit.points) == GRID.points() == 14
+    # the fitted curve reproduces every measured point within that point's measured spread
+    bad = [(p.timing.as_dict(), p.predicted_s) for p in fit.points if not p.within_spread]
+    assert not bad, bad
+    for p in fit.points:
+        t = p.timing
+        assert prof.step_time(t.batch_tokens, t.context_tokens) == pytest.approx(p.predicted_s, rel=1e-4)
+        assert t.p10_s <= t.median_s <= t.p90_s and len(t.samples_s) == GRID.repeats
+    prof.save(tmp_path / "m.yaml")
+    again = HardwareProfile.load(tmp_path / "m.yaml")
+    again.save(tmp_path / "m2.yaml")
+    assert HardwareProfile.load(tmp_path / "m2.yaml").to_dict() == again.to_dict()
+    assert again.source == "measured" and len(again.extra["measurements"]) == 14
+    assert again.max_batch_tokens == 32   # the largest prefill chunk
+
+
+def test_profile_cli_random_config_and_local_folder(tmp_path, capsys):
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    common = ["--device", "cpu", "--threads", "1", "--batches", "1,2", "--widths", "1,2",
+              "--contexts", "16,64", "--prefill-chunks", "16", "--repeats", "3", "--warmup", "1"]
+    out = tmp_path / "a.yaml"
+    # bf16 with --gpu: exercises the analytic comparison (numbers meaningless on a CPU)
+    assert main(["profile", "--random-config", str(config), "--dtype", "bf16", "--gpu", "H200",
+                 "--out", str(out), *common]) == 0
+    prof = HardwareProfile.load(out)
+    assert len(prof.extra["analytic_comparison"]["points"]) == 9
+    assert (tmp_path / "a.png").stat().st_size > 10_000
+    assert "points within their" in capsys.readouterr().out
+
+    folder = tmp_path / "tiny-model"
+    build_random_model(TINY, "cpu", torch.float32).save_pretrained(folder)
+    assert main(["profile", "--target", str(folder), "--out", str(tmp_path / "b.yaml"), *common]) == 0
+    assert HardwareProfile.load(tmp_path / "b.yaml").model == "tiny-model"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--target", "embedded"], "decode core"),
+    (["--target", "/no/such/model"], "not a local Hugging Face model folder"),
+    ([], "exactly one of --target and --random-config"),
+    (["--random-config", "qwen3-8b", "--batches", "1,x"], "comma-separated integers"),
+    (["--random-config", "qwen3-8b", "--device", "cuda"], "no CUDA device"),
+])
+def test_profile_cli_bad_input_exits_2(args, message, tmp_path, capsys):
+    assert main(["profile", *args, "--out", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_gpu_profile_script_runs_on_cpu_with_a_tiny_config(tmp_path):
+    import os
+    import subprocess
+
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    env = dict(os.environ, OUT=str(tmp_path), CONFIG=str(config), DEVICE="cpu", DTYPE="bf16",
+               GPU="H200", BATCHES="1,2", WIDTHS="1,2", CONTEXTS="16", CHUNKS="16", REPEATS="2",
+               THREADS="1", NAME="smoke", PYTHON=os.sys.executable)
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(["bash", str(root / "benchmarks" / "gpu_profile.sh")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    prof = HardwareProfile.load(tmp_path / "smoke.yaml")
+    assert prof.extra["analytic_comparison"]["gpu"] == "H200"
+    assert (tmp_path / "smoke.png").exists() and "analytic" in (tmp_path / "smoke.log").read_text()
