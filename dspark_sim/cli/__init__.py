@@ -23,7 +23,8 @@ app = typer.Typer(
 )
 
 # Command modules register themselves here (one per room; see architecture.md).
-_COMMAND_MODULES: list[str] = ["profiles_cmd", "hardware_cmd", "traces_cmd", "sim_cmd", "decode_cmd"]
+_COMMAND_MODULES: list[str] = ["profiles_cmd", "hardware_cmd", "traces_cmd", "sim_cmd", "decode_cmd",
+                               "train_cmd"]
 
 
 def _register_all() -> None:

@@ -7,5 +7,9 @@ register_drafter("none", NoDrafter, "no drafts: plain autoregressive decoding")
 register_drafter("ngram", NGramDrafter,
                  "prompt lookup (longest n-gram <= 4 first, most recent occurrence)")
 
+from . import trained  # noqa: E402  (registers mtp1, eagle3, dflash, dspark)
+
+trained.register()
+
 __all__ = ["Draft", "Drafter", "NoDrafter", "NGramDrafter", "drafter_help", "drafter_names",
            "make_drafter", "register_checkpoint_kind", "register_drafter"]

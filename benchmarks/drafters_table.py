@@ -1,0 +1,157 @@
+"""Results of the shipped drafters in the shape of the DSpark paper's Table 1: tau per task
+per drafter at T = 0 and T = 1, macro gains of DSpark, position-wise conditional acceptance,
+DSpark tokens/s vs plain decoding, calibration per position, training cost.
+
+Reads the measure reports (STEM.report.json) and the training / calibration outputs written
+by scripts/ship_drafters.sh; writes OUT/results.md and plots into OUT/.
+Usage: python benchmarks/drafters_table.py --measure runs/train/measure --runs runs/train --out docs/drafters
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from dspark_sim.plots import new_figure, save_figure
+
+KINDS = ("mtp1", "eagle3", "dflash", "dspark")
+TASKS = ("math", "code", "chat")
+NAMES = {"mtp1": "MTP-1 (gamma 1)", "eagle3": "Eagle3", "dflash": "DFlash", "dspark": "DSpark"}
+
+
+def load_reports(measure: Path) -> dict[tuple[str, int], dict]:
+    out = {}
+    for kind in KINDS:
+        g = 1 if kind == "mtp1" else 7
+        for t in (0, 1):
+            p = measure / f"smollm2-135m-{kind}-g{g}-t{t}.report.json"
+            if p.is_file():
+                out[kind, t] = json.loads(p.read_text())
+    return out
+
+
+def tau_table(reports: dict, t: int) -> list[str]:
+    lines = [f"| drafter (T = {t}) | " + " | ".join(f"{x} tau [95% CI]" for x in TASKS) + " | macro mean |",
+             "|---|" + "---|" * (len(TASKS) + 1)]
+    for kind in KINDS:
+        r = reports.get((kind, t))
+        if r is None:
+            continue
+        cells, vals = [], []
+        for task in TASKS:
+            s = r["tasks"].get(task)
+            if s is None:
+                cells.append("n/a")
+                continue
+            lo, hi = s["mean_tau_ci95"]
+            cells.append(f"{s['mean_tau']:.2f} [{lo:.2f}, {hi:.2f}]")
+            vals.append(s["mean_tau"])
+        lines.append(f"| {NAMES[kind]} | " + " | ".join(cells) + f" | {np.mean(vals):.2f} |")
+    return lines
+
+
+def macro_gain(reports: dict, t: int, a: str, b: str) -> float | None:
+    """Mean over tasks of tau_a / tau_b - 1 (the paper's macro gain)."""
+    ra, rb = reports.get((a, t)), reports.get((b, t))
+    if ra is None or rb is None:
+        return None
+    return float(np.mean([ra["tasks"][x]["mean_tau"] / rb["tasks"][x]["mean_tau"] - 1 for x in TASKS]))
+
+
+def position_plot(reports: dict, t: int, out: Path) -> Path:
+    fig, axes = new_figure(1, len(TASKS), size=(4.2 * len(TASKS), 3.6))
+    for ax, task in zip(axes, TASKS):
+        for kind in KINDS:
+            r = reports.get((kind, t))
+            if r is None or kind == "mtp1":
+                continue
+            acc = r["tasks"][task]["position_accept"]
+            ax.plot(range(1, len(acc) + 1), acc, marker="o", label=NAMES[kind])
+        ax.set(title=f"{task}, T = {t}", xlabel="draft position k", ylim=(0, 1),
+               ylabel="P(accept k | 1..k-1 accepted)")
+        ax.legend(fontsize=8)
+    return save_figure(fig, out / f"position-accept-t{t}.png")
+
+
+def speed_table(reports: dict) -> list[str]:
+    lines = ["| T | task | DSpark tau | DSpark tok/s | plain tok/s | speedup | median request speedup |",
+             "|---|---|---|---|---|---|---|"]
+    for t in (0, 1):
+        r = reports.get(("dspark", t))
+        if r is None:
+            continue
+        for task in TASKS:
+            s = r["tasks"][task]
+            if "plain_tokens_per_s" not in s:
+                continue
+            lines.append(f"| {t} | {task} | {s['mean_tau']:.2f} | {s['spec_tokens_per_s']:.1f} | "
+                         f"{s['plain_tokens_per_s']:.1f} | {s['speedup']:.2f}x | "
+                         f"{s['speedup_median_request']:.2f}x |")
+    return lines
+
+
+def calibration_table(runs: Path) -> list[str]:
+    lines = []
+    for t in (0, 1):
+        p = runs / f"calibration-t{t}" / "calibration.json"
+        if not p.is_file():
+            continue
+        c = json.loads(p.read_text())
+        g = len(c["temperatures"])
+        lines += [f"", f"T = {t}: fitted on {c['fit_steps']} steps, evaluated on {c['heldout_steps']} "
+                  f"held-out steps; mean ECE {100 * c['mean_ece_raw']:.2f}% raw -> "
+                  f"{100 * c['mean_ece_sts']:.2f}% after STS.", "",
+                  "| position k | " + " | ".join(str(k) for k in range(1, g + 1)) + " |",
+                  "|---|" + "---|" * g]
+        for label, rows in (("ECE raw", c["raw"]), ("ECE STS", c["sts"])):
+            lines.append(f"| {label} | " + " | ".join(f"{100 * r['ece']:.1f}%" for r in rows) + " |")
+        for label, key in (("AUROC STS", "auroc"), ("Brier STS", "brier")):
+            lines.append(f"| {label} | " + " | ".join(f"{r[key]:.3f}" for r in c["sts"]) + " |")
+        lines.append("| P(1..k accepted) | " + " | ".join(f"{r['accept_rate']:.3f}" for r in c["sts"]) + " |")
+        lines.append("| T_k | " + " | ".join(f"{x:.2f}" for x in c["temperatures"]) + " |")
+    return lines
+
+
+def training_table(runs: Path) -> list[str]:
+    lines = ["| drafter | parameters (own) | steps | train time | data (sequences / tokens) | held-out accept@1..k (1 - TV) |",
+             "|---|---|---|---|---|---|"]
+    for kind in KINDS:
+        p = runs / kind / "summary.json"
+        if not p.is_file():
+            continue
+        s = json.loads(p.read_text())
+        acc = s["validation"].get("accept@k") or s["validation"].get("agree@k") or []
+        lines.append(f"| {NAMES[kind]} | {s['parameters'] / 1e6:.2f} M | {s['steps']} | "
+                     f"{s['train_seconds'] / 60:.1f} min | {s['data']['records']} / {s['data']['tokens']} | "
+                     + " ".join(f"{a:.2f}" for a in acc) + " |")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measure", type=Path, default=Path("runs/train/measure"))
+    ap.add_argument("--runs", type=Path, default=Path("runs/train"))
+    ap.add_argument("--out", type=Path, default=Path("docs/drafters"))
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    reports = load_reports(a.measure)
+    lines = ["# Shipped drafters on SmolLM2-135M-Instruct: results", "",
+             "Generated by `python benchmarks/drafters_table.py` from the measure reports.", ""]
+    for t in (0, 1):
+        lines += [f"## Accepted length tau, T = {t} (gamma = 7, 128 new tokens)", ""] + tau_table(reports, t)
+        gains = [(b, macro_gain(reports, t, "dspark", b)) for b in ("dflash", "eagle3", "mtp1")]
+        lines += [""] + [f"- macro gain of DSpark over {NAMES[b]}: {100 * g:+.1f}%" for b, g in gains if g is not None]
+        lines += ["", f"![position-wise acceptance](position-accept-t{t}.png)", ""]
+        if any((k, t) in reports for k in KINDS):
+            position_plot(reports, t, a.out)
+    lines += ["## DSpark speculative decoding vs plain decoding (wall clock, this CPU)", ""] + speed_table(reports)
+    lines += ["", "## Confidence calibration (DSpark, survival a_k vs P(drafts 1..k accepted))"] + calibration_table(a.runs)
+    lines += ["", "## Training", ""] + training_table(a.runs)
+    (a.out / "results.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""`dspark-sim distill`, `train` and `calibrate`: self-distillation data, drafter training
+and confidence calibration for a real target."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+from .decode_cmd import DEVICE_HELP, DeviceOpt, TargetOpt, ThreadsOpt
+
+GSM8K_TRAIN = "../shared/prompts/gsm8k/train.jsonl"
+
+
+def _progress(description: str):
+    """A rich progress bar on stderr (plain lines when stderr is not a terminal)."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                    console=Console(stderr=True), disable=not sys.stderr.isatty())
+
+
+def _log(line: str) -> None:
+    if not sys.stderr.isatty():
+        typer.echo(line, err=True)
+
+
+def _target(spec: str, device: str, threads: int):
+    import torch
+
+    from ..decode.loading import load_target
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    return load_target(spec, device)
+
+
+def _floats(text: str, field: str) -> list[float]:
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"expected comma-separated numbers, got {text!r}", field=field) from None
+    if not vals or any(v < 0 for v in vals):
+        raise InputError("need one or more numbers >= 0", field=field)
+    return vals
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def distill(
+        out: Path = typer.Option(..., "--out", help="Directory of JSONL shards (created; an "
+                                 "existing one is resumed, finished prompts are skipped)."),
+        target: TargetOpt = "embedded",
+        prompts: list[Path] = typer.Option([], "--prompts", help="Extra prompt JSONL files "
+                                           "('prompt', 'question' or 'turns'; optional 'task', 'id')."),
+        builtin: bool = typer.Option(True, "--builtin/--no-builtin", help="Include the built-in "
+                                     "mix: GSM8K train questions + code and chat templates."),
+        gsm8k_train: Path = typer.Option(GSM8K_TRAIN, "--gsm8k-train", help="GSM8K *train* JSONL "
+                                         "for the built-in math prompts."),
+        n_math: int = typer.Option(1200, "--n-math", help="GSM8K train questions in the mix."),
+        n_chat: int = typer.Option(500, "--n-chat", help="Chat template prompts in the mix."),
+        temperatures: str = typer.Option("0,1", "--temperatures", help="Sampling temperatures "
+                                         "assigned to prompts in turn (0 = greedy)."),
+        batch_size: int = typer.Option(32, "--batch-size", help="Prompts generated together."),
+        max_new_tokens: int = typer.Option(160, "--max-new-tokens", help="Longest answer."),
+        seed: int = typer.Option(0, "--seed", help="Seed of prompt selection and sampling."),
+        device: DeviceOpt = "auto",
+        threads: ThreadsOpt = 0,
+    ) -> None:
+        """Self-distillation: the target answers training prompts; answers are cached on disk."""
+        from ..train.pipeline import distill as run_distill
+        from ..train.prompts import default_training_prompts, read_prompt_jsonl
+
+        temps = _floats(temperatures, "--temperatures")
+        if batch_size < 1 or max_new_tokens < 1:
+            raise InputError("--batch-size and --max-new-tokens must be >= 1")
+        items = default_training_prompts(gsm8k_train, n_math, n_chat, seed) if builtin else []
+        for f in prompts:
+            items += read_prompt_jsonl(f)
+        if not items:
+            raise InputError("no prompts: give --prompts or keep --builtin", field="--prompts")
+        tgt = _target(target, device, threads)
+        with _progress("distilling") as bar:
+            task = bar.add_task("distill", total=len(items), info="")
+
+            def on_batch(done: int, todo: int) -> None:
+                bar.update(task, completed=len(items) - todo + done, info=f"{done}/{todo} new")
+                _log(f"{done}/{todo} prompts answered")
+            n = run_distill(tgt, items, out, temperatures=[temps[i % len(temps)] for i in range(len(items))],
+                            batch_size=batch_size, max_new_tokens=max_new_tokens, seed=seed,
+                            on_batch=on_batch)
+        typer.echo(f"wrote {n} new answers to {out}")
+
+    @app.command()
+    def train(
+        drafter: str = typer.Option(..., "--drafter", help="Drafter kind: mtp1, eagle3, dflash or dspark."),
+        data: list[Path] = typer.Option(..., "--data", help="Self-distillation directories "
+                                        "(from `dspark-sim distill`); the target-feature cache is "
+                                        "built inside the first one and reused."),
+        out: Path = typer.Option(..., "--out", help="Run directory: checkpoints, metrics.jsonl, "
+                                 "summary.json, and the exported drafter in OUT/drafter."),
+        target: TargetOpt = "embedded",
+        budget_minutes: float = typer.Option(0.0, "--budget-minutes", help="Training time budget; "
+                                             "the step count is fixed after timing the first steps."),
+        steps: int = typer.Option(0, "--steps", help="Optimizer steps (overrides --budget-minutes)."),
+        gamma: int = typer.Option(7, "--gamma", help="Block size / unroll depth (MTP-1: always 1)."),
+        layers: int = typer.Option(0, "--layers", help="Drafter layers (0 = kind default: 2 for "
+                                   "dflash/dspark, 1 otherwise)."),
+        draft_vocab: int = typer.Option(8192, "--draft-vocab", help="Draftable tokens (most frequent "
+                                        "in the data); 0 = the full vocabulary."),
+        seq_head: str = typer.Option("markov", "--seq-head", help="DSpark sequential head: markov or rnn."),
+        seq_rank: int = typer.Option(64, "--seq-rank", help="DSpark head rank (0 = no head)."),
+        confidence: bool = typer.Option(True, "--confidence/--no-confidence", help="DSpark confidence head."),
+        lr: float = typer.Option(6e-4, "--lr", help="Peak AdamW learning rate."),
+        row_len: int = typer.Option(1024, "--row-len", help="Tokens per packed training row."),
+        rows: int = typer.Option(1, "--rows", help="Packed rows per optimizer step."),
+        anchors: int = typer.Option(256, "--anchors", help="Anchors (blocks) per row for dflash/dspark."),
+        seed: int = typer.Option(0, "--seed", help="Seed of initialisation, data order and anchors."),
+        resume: bool = typer.Option(True, "--resume/--fresh", help="Continue a run found in --out."),
+        export: Optional[Path] = typer.Option(None, "--export", help="Also write the fp16 drafter here."),
+        checkpoint_minutes: float = typer.Option(5.0, "--checkpoint-minutes", help="Minutes between checkpoints."),
+        device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " Training uses bf16 "
+                                   "autocast on a GPU."),
+        threads: ThreadsOpt = 0,
+    ) -> None:
+        """Train a drafter on target self-distillation data (features cached once, reused)."""
+        import torch
+
+        from ..decode.drafters.config import KINDS
+        from ..train.objectives import LossWeights
+        from ..train.pipeline import feature_cache, new_drafter, train_drafter
+        from ..train.trainer import TrainConfig
+
+        if drafter not in KINDS:
+            raise InputError(f"must be one of {', '.join(KINDS)}, got {drafter!r}", field="--drafter")
+        if steps <= 0 and budget_minutes <= 0:
+            raise InputError("give --steps or --budget-minutes", field="--budget-minutes")
+        if gamma < 1:
+            raise InputError(f"must be >= 1, got {gamma}", field="--gamma")
+        if seq_head not in ("markov", "rnn"):
+            raise InputError(f"must be markov or rnn, got {seq_head!r}", field="--seq-head")
+        for d in data:
+            if not d.is_dir():
+                raise InputError("not a directory", file=d, field="--data")
+        tgt = _target(target, device, threads)
+        torch.manual_seed(seed)
+        from ..decode.target import default_taps
+        taps = list(default_taps(tgt.num_layers))
+        with _progress("target features") as bar:
+            task = bar.add_task("features", total=None, info="")
+
+            def on_progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+                if done % 200 == 0 or done == total:
+                    _log(f"features {done}/{total}")
+            cache = feature_cache(tgt, list(data), taps, on_progress=on_progress)
+        arch = dict(gamma=gamma, draft_vocab=draft_vocab, seq_head=seq_head, seq_rank=seq_rank,
+                    confidence=confidence)
+        if layers > 0:
+            arch["num_layers"] = layers
+        module = new_drafter(drafter, tgt, cache, **arch)
+        cfg = TrainConfig(lr=lr, row_len=row_len, rows_per_batch=rows, steps=steps,
+                          budget_minutes=budget_minutes, seed=seed, checkpoint_minutes=checkpoint_minutes,
+                          autocast_bf16=tgt.device.type == "cuda",
+                          loss=LossWeights(anchors_per_row=anchors))
+        with _progress(f"training {drafter}") as bar:
+            task = bar.add_task("train", total=None, info="")
+
+            def on_step(step: int, total: int, m: dict) -> None:
+                acc = m.get("accept@k") or m.get("agree@k") or []
+                info = f"loss {m.get('loss', 0):.3f}" + (f" acc1 {acc[0]:.2f}" if acc else "")
+                bar.update(task, completed=step, total=total if total < 10 ** 9 else None, info=info)
+                if step % 10 == 0 or step == total:
+                    _log(f"step {step}/{total if total < 10 ** 9 else '?'} {info}")
+            summary = train_drafter(module, tgt, cache, out, cfg, resume=resume, export_dir=export,
+                                    on_step=on_step)
+        typer.echo(json.dumps({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))
+        typer.echo(f"validation: {json.dumps(summary['validation'])}")
+
+    @app.command()
+    def calibrate(
+        drafter: str = typer.Option("dspark", "--drafter", help="A drafter with a confidence head: "
+                                    "dspark (the shipped checkpoint) or a checkpoint directory."),
+        target: TargetOpt = "embedded",
+        prompts: Optional[Path] = typer.Option(None, "--prompts", help="Held-out prompt JSONL "
+                                               "(default: held-out GSM8K train questions and "
+                                               "held-out code/chat templates)."),
+        gsm8k_train: Path = typer.Option(GSM8K_TRAIN, "--gsm8k-train", help="GSM8K train JSONL "
+                                         "(for the default held-out math prompts)."),
+        n: int = typer.Option(40, "--n", help="Held-out prompts per task."),
+        temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature the "
+                                          "calibration is for (0 = greedy)."),
+        gamma: int = typer.Option(7, "--gamma", help="Drafts verified per step."),
+        max_new_tokens: int = typer.Option(128, "--max-new-tokens", help="Tokens per rollout."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the rollouts."),
+        report: Path = typer.Option(..., "--report", help="Directory for calibration.json and the "
+                                    "reliability diagram."),
+        write: bool = typer.Option(True, "--write/--dry-run", help="Store the fitted temperatures "
+                                   "in the checkpoint's config.json."),
+        device: DeviceOpt = "auto",
+        threads: ThreadsOpt = 0,
+    ) -> None:
+        """Fit Sequential Temperature Scaling of the confidence head on held-out rollouts."""
+        from ..calibration.plot import reliability_diagram
+        from ..calibration.rollouts import collect, fit_and_report, store_temperatures
+        from ..decode.drafters import make_drafter
+        from ..decode.drafters.trained import shipped_dir
+        from ..decode.prompts import encode_prompt
+        from ..decode.sampling import Sampling
+        from ..fileio import write_json_atomic
+        from ..train.prompts import heldout_prompts, read_prompt_jsonl
+
+        sampling = Sampling(temperature)
+        if n < 2:
+            raise InputError(f"must be >= 2, got {n}", field="--n")
+        items = read_prompt_jsonl(prompts) if prompts else heldout_prompts(gsm8k_train, n, seed=0)
+        tgt = _target(target, device, threads)
+        drf = make_drafter(drafter, tgt)
+        if getattr(getattr(drf, "module", None), "conf_head", None) is None:
+            raise InputError("this drafter has no confidence head", field="--drafter")
+        ckpt = shipped_dir(drafter) if drafter in ("dspark",) else Path(drafter)
+        ids = [encode_prompt(tgt.tokenizer, p.text, True) for p in items]
+        with _progress("rollouts") as bar:
+            task = bar.add_task("rollouts", total=len(ids), info="")
+
+            def on_prompt(done: int, total: int) -> None:
+                bar.update(task, completed=done)
+                _log(f"rollouts {done}/{total}")
+            per_request = collect(tgt, drf, ids, gamma=gamma, sampling=sampling,
+                                  max_new_tokens=max_new_tokens, seed=seed, on_prompt=on_prompt)
+        try:
+            temps, result, held = fit_and_report(per_request, gamma)
+        except ValueError as exc:
+            raise InputError(str(exc), field="--n") from None
+        result.update(temperature=temperature, drafter=drafter, prompts=len(ids), gamma=gamma)
+        report.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(report / "calibration.json", result)
+        reliability_diagram(held, temps, report / "reliability.png",
+                            title=f"{drafter} confidence, T={temperature}: held-out rollouts")
+        if write:
+            store_temperatures(ckpt, temperature, temps)
+        typer.echo(f"mean ECE (held out): raw {100 * result['mean_ece_raw']:.2f}% -> STS "
+                   f"{100 * result['mean_ece_sts']:.2f}%; temperatures "
+                   f"{', '.join(f'{t:.2f}' for t in temps)}" + (f"; stored in {ckpt}" if write else ""))

@@ -1,0 +1,81 @@
+"""Plain-data configuration of a trained drafter (stored as JSON next to its weights)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..target import default_taps
+
+KINDS = ("mtp1", "eagle3", "dflash", "dspark")
+
+
+@dataclass
+class DrafterConfig:
+    """Architecture and target binding of one drafter; everything a checkpoint needs."""
+
+    kind: str
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    num_target_layers: int
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    num_layers: int = 1
+    taps: list[int] = field(default_factory=list)
+    gamma: int = 7
+    draft_vocab: int = 8192            # draftable tokens (most frequent); 0 = full vocabulary
+    # DSpark sequential head: "markov" | "rnn", rank r (0 = none: the DFlash backbone alone)
+    seq_head: str = "markov"
+    seq_rank: int = 64
+    confidence: bool = True
+    target: str = ""
+    target_fingerprint: str = ""
+    # Sequential temperature scaling of the confidence logits, by sampling temperature.
+    sts: dict[str, list[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown drafter kind {self.kind!r}; expected one of {KINDS}")
+        if self.kind == "mtp1":
+            self.gamma = 1
+        if self.gamma < 1:
+            raise ValueError("gamma must be >= 1")
+
+    @property
+    def has_confidence(self) -> bool:
+        return self.kind == "dspark" and self.confidence
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DrafterConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown drafter config fields: {sorted(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def for_target(cls, kind: str, target_config: Any, **overrides: Any) -> "DrafterConfig":
+        """A drafter shaped like the target's layers (width, heads, MLP), with defaults."""
+        tc = target_config
+        n_layers = int(tc.num_hidden_layers)
+        rope = getattr(tc, "rope_parameters", None) or {}
+        theta = float(rope.get("rope_theta", getattr(tc, "rope_theta", 10000.0)))
+        head_dim = int(getattr(tc, "head_dim", None) or tc.hidden_size // tc.num_attention_heads)
+        base: dict[str, Any] = dict(
+            kind=kind, hidden_size=int(tc.hidden_size), num_heads=int(tc.num_attention_heads),
+            num_kv_heads=int(getattr(tc, "num_key_value_heads", tc.num_attention_heads)),
+            head_dim=head_dim, intermediate_size=int(tc.intermediate_size),
+            vocab_size=int(tc.vocab_size), num_target_layers=n_layers,
+            rms_norm_eps=float(getattr(tc, "rms_norm_eps", 1e-5)), rope_theta=theta,
+            num_layers=2 if kind in ("dflash", "dspark") else 1,
+            taps=list(default_taps(n_layers)),
+        )
+        base.update(overrides)
+        return cls(**base)

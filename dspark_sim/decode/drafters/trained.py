@@ -1,0 +1,189 @@
+"""The trained drafters (MTP-1, Eagle3, DFlash, DSpark) behind the decode core's Drafter
+interface: incremental per-request state, proposals with draft distributions q, and for
+DSpark calibrated confidences c_k = sigmoid(z_k / T_k).
+
+`--drafter mtp1|eagle3|dflash|dspark` loads the checkpoint shipped for the embedded target
+from `dspark_sim/data/drafters/<kind>/`; `--drafter PATH` loads any checkpoint directory.
+"""
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ...errors import InputError
+from ..context import Context
+from ..sampling import Sampling, sample_from
+from ..target import Target
+from .base import Draft, Drafter
+from .checkpoint import load_module
+from .config import DrafterConfig
+from .frozen import target_fingerprint
+
+
+def shipped_dir(kind: str) -> Path:
+    """Directory of the checkpoint shipped for the embedded target."""
+    return Path(str(importlib.resources.files("dspark_sim"))) / "data" / "drafters" / kind
+
+
+def sts_temperatures(cfg: DrafterConfig, temperature: float) -> torch.Tensor | None:
+    """Calibrated per-position temperatures for the sampling temperature nearest `temperature`."""
+    if not cfg.sts:
+        return None
+    key = min(cfg.sts, key=lambda k: abs(float(k) - temperature))
+    return torch.tensor(cfg.sts[key], dtype=torch.float32)
+
+
+class TrainedDrafter(Drafter):
+    """A drafter module bound to a target, with the per-request caches it keeps."""
+
+    def __init__(self, module: nn.Module, target: Target, name: str) -> None:
+        cfg: DrafterConfig = module.cfg
+        if cfg.vocab_size != target.vocab_size or cfg.hidden_size != target.hidden_size:
+            raise InputError(f"drafter was built for vocab {cfg.vocab_size} / width "
+                             f"{cfg.hidden_size}, target has {target.vocab_size} / "
+                             f"{target.hidden_size}", field="--drafter")
+        module = module.to(device=target.device, dtype=target.dtype).eval()
+        module.bind_target(target.embed_tokens.weight, target.lm_head.weight)
+        self.module = module
+        self.cfg = cfg
+        self.name, self.kind = name, cfg.kind
+        self.taps = (-1,) if cfg.kind == "mtp1" else tuple(cfg.taps)
+        self._state = None
+        self._seen = 0
+
+    def begin(self, ctx: Context) -> None:
+        self._state = self.module.new_state()
+        self._seen = 0
+
+    def _new_features(self, ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features of positions not given to the module yet [n, taps*d], and the token after each."""
+        feats = ctx.features
+        n_have = 0 if feats is None else feats.shape[0]
+        nxt = torch.tensor(ctx.tokens[self._seen + 1:n_have + 1], dtype=torch.long,
+                           device=self.module_device)
+        if feats is None:
+            return torch.empty(0, device=self.module_device), nxt
+        new = feats[self._seen:n_have]
+        self._seen = n_have
+        return new.reshape(new.shape[0], new.shape[1] * new.shape[2]), nxt
+
+    @property
+    def module_device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+    @torch.inference_mode()
+    def propose(self, ctx: Context, gamma: int, sampling: Sampling,
+                generator: torch.Generator | None = None) -> Draft:
+        if self._state is None:
+            self.begin(ctx)
+        feats, nxt = self._new_features(ctx)
+        k = min(gamma, self.cfg.gamma)
+        if self.kind in ("dflash", "dspark"):
+            self.module.extend(self._state, feats)
+            return self._propose_block(ctx.anchor, k, sampling, generator)
+        self.module.extend(self._state, feats, nxt)
+        return self._propose_autoregressive(k, sampling, generator)
+
+    def _pick(self, logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Draw from draft-vocabulary logits [n, Vd]: token ids [n] and q over the full vocabulary
+        [n, V] (None when greedy). Warping the Vd logits equals warping full-vocabulary logits
+        that are -inf outside the draft vocabulary, at a fraction of the cost."""
+        ids = self.module.vocab.ids.long()
+        if sampling.greedy:
+            return ids[logits.argmax(-1)], None
+        q_sub = sampling.probs(logits)
+        tokens = ids[sample_from(q_sub, generator)]
+        if self.module.vocab.is_full:
+            return tokens, q_sub
+        q = q_sub.new_zeros(q_sub.shape[0], self.module.vocab.vocab_size)
+        return tokens, q.index_copy(-1, ids, q_sub)
+
+    def _propose_block(self, anchor: int, k: int, sampling: Sampling,
+                       generator: torch.Generator | None) -> Draft:
+        m = self.module
+        h = m.block_hidden(self._state, anchor)[:k]                    # (k, d)
+        base = m.output_logits(h).float()                              # (k, Vd)
+        if self.kind == "dflash":
+            return Draft(*self._pick(base, sampling, generator))
+        head = m.seq_head
+        state = head.init_state(1, h) if head is not None else None
+        prev = torch.tensor([anchor], device=h.device)
+        toks, qs, zs = [], [], []
+        for j in range(k):
+            logits = base[j:j + 1]
+            if head is not None:
+                bias, state = head.step(m.vocab.index(prev), h[j:j + 1], state)
+                logits = logits + bias.float()
+            if m.conf_head is not None:
+                zs.append(m.confidence_logits(h[j:j + 1], prev))
+            tok, q = self._pick(logits, sampling, generator)
+            toks.append(tok)
+            if q is not None:
+                qs.append(q)
+            prev = tok
+        conf = None
+        if zs:
+            z = torch.cat(zs).float()
+            temps = sts_temperatures(self.cfg, sampling.temperature)
+            conf = torch.sigmoid(z / temps[:k].to(z.device) if temps is not None else z)
+        return Draft(torch.cat(toks), torch.cat(qs) if qs else None, conf)
+
+    def _propose_autoregressive(self, k: int, sampling: Sampling,
+                                generator: torch.Generator | None) -> Draft:
+        m = self.module
+        h = self._state.last_hidden
+        toks, qs, extra = [], [], []
+        for j in range(k):
+            tok, q = self._pick(m.output_logits(h.unsqueeze(0)).float(), sampling, generator)
+            toks.append(tok)
+            if q is not None:
+                qs.append(q)
+            if j + 1 < k:
+                h = m.step(self._state, h, tok, j + 1, extra)
+        return Draft(torch.cat(toks), torch.cat(qs) if qs else None)
+
+
+def load_trained(path: str | Path, target: Target, name: str | None = None) -> TrainedDrafter:
+    """Load a checkpoint directory for `target` (shapes are checked; the fingerprint of the
+    target's embedding is checked when the checkpoint records one)."""
+    path = Path(path)
+    module = load_module(path)
+    fp = module.cfg.target_fingerprint
+    if fp and fp != target_fingerprint(target.embed_tokens.weight):
+        raise InputError(f"checkpoint was trained for target {module.cfg.target or '?'} "
+                         f"(fingerprint {fp}), not for {target.name}", file=path,
+                         field="--drafter")
+    return TrainedDrafter(module, target, name or str(path))
+
+
+def shipped_factory(kind: str):
+    """`--drafter KIND`: the shipped checkpoint for the embedded target."""
+    def factory(target: Target) -> TrainedDrafter:
+        path = shipped_dir(kind)
+        if not (path / "config.json").is_file():
+            raise InputError(f"no shipped {kind} checkpoint in {path}; train one with "
+                             f"`dspark-sim train run --drafter {kind}` and pass its path",
+                             field="--drafter")
+        return load_trained(path, target, name=kind)
+    return factory
+
+
+_HELP = {"mtp1": "trained MTP-1 (one draft per step) for the embedded target",
+         "eagle3": "trained Eagle3 (autoregressive, fused target features) for the embedded target",
+         "dflash": "trained DFlash (parallel block drafter) for the embedded target",
+         "dspark": "trained DSpark (DFlash + Markov head + calibrated confidence head) for the "
+                   "embedded target"}
+
+
+def register() -> None:
+    """Offer the shipped checkpoints by kind and load any checkpoint directory by path."""
+    from .base import register_checkpoint_kind, register_drafter
+    from .config import KINDS
+
+    for kind in KINDS:
+        register_drafter(kind, shipped_factory(kind), _HELP[kind])
+        register_checkpoint_kind(kind, lambda path, target: load_trained(path, target))

@@ -1,0 +1,142 @@
+"""Self-distillation data: the target answers training prompts; responses are cached on disk.
+
+Generation is batched and resumable: every finished batch is appended as one JSONL shard
+(written atomically), and a restart skips the prompt ids already present in any shard.
+Each record holds the chat-templated prompt ids and the target's response ids.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..errors import InputError
+from ..fileio import write_text_atomic
+from .prompts import TrainPrompt
+
+
+@dataclass(frozen=True)
+class DistillRecord:
+    """One prompt and the target's answer, as token ids."""
+
+    id: str
+    task: str
+    temperature: float
+    prompt_ids: list[int]
+    response_ids: list[int]
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.response_ids)
+
+
+def chat_prompt_ids(tokenizer: Any, text: str, max_prompt_tokens: int) -> list[int]:
+    """The chat-templated prompt (with the generation prompt), left-truncated to a limit."""
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                        add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    ids = [int(t) for t in ids]
+    return ids[-max_prompt_tokens:]
+
+
+def read_records(data_dir: str | Path) -> list[DistillRecord]:
+    """All records of a self-distillation directory (shards in name order)."""
+    data_dir = Path(data_dir)
+    shards = sorted(data_dir.glob("shard-*.jsonl"))
+    if not shards:
+        raise InputError("no self-distillation shards (shard-*.jsonl) found", file=data_dir)
+    out: list[DistillRecord] = []
+    for shard in shards:
+        with shard.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    out.append(DistillRecord(id=str(row["id"]), task=str(row["task"]),
+                                             temperature=float(row["temperature"]),
+                                             prompt_ids=[int(t) for t in row["prompt_ids"]],
+                                             response_ids=[int(t) for t in row["response_ids"]]))
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                    raise InputError(f"bad self-distillation record: {exc}", file=shard,
+                                     line=lineno) from None
+    return out
+
+
+def _done_ids(data_dir: Path) -> set[str]:
+    if not any(data_dir.glob("shard-*.jsonl")):
+        return set()
+    return {r.id for r in read_records(data_dir)}
+
+
+def _batches(prompts: list[TrainPrompt], temperatures: list[float], batch_size: int, seed: int
+             ) -> Iterable[tuple[float, list[TrainPrompt]]]:
+    """Batches of one temperature and similar prompt length, in a seeded random order (so a
+    run stopped early still holds a balanced mix of tasks and temperatures)."""
+    batches = []
+    for temp in sorted(set(temperatures)):
+        group = [p for p, t in zip(prompts, temperatures) if t == temp]
+        group.sort(key=lambda p: (len(p.text), p.id))
+        batches += [(temp, group[i:i + batch_size]) for i in range(0, len(group), batch_size)]
+    order = np.random.default_rng(seed).permutation(len(batches))
+    return [batches[i] for i in order]
+
+
+def generate_responses(model: Any, tokenizer: Any, prompts: list[TrainPrompt], out_dir: str | Path,
+                       *, temperatures: list[float], batch_size: int = 32,
+                       max_new_tokens: int = 256, max_prompt_tokens: int = 512, seed: int = 0,
+                       on_batch: Callable[[int, int], None] | None = None) -> int:
+    """Answer every prompt not yet in `out_dir`; return how many new records were written.
+
+    `temperatures[i]` is the sampling temperature of `prompts[i]` (0 = greedy). `on_batch`
+    receives (prompts done in this call, prompts to do) after every batch.
+    """
+    import torch
+
+    if len(temperatures) != len(prompts):
+        raise ValueError("one temperature per prompt")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = _done_ids(out_dir)
+    todo = [(p, t) for p, t in zip(prompts, temperatures) if p.id not in done]
+    shard_no = len(list(out_dir.glob("shard-*.jsonl")))
+    eos_ids = {int(tokenizer.eos_token_id)}
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if isinstance(im_end, int) and im_end >= 0:
+        eos_ids.add(im_end)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
+    device = next(model.parameters()).device
+    written = 0
+    for temp, batch in _batches([p for p, _ in todo], [t for _, t in todo], batch_size, seed):
+        ids = [chat_prompt_ids(tokenizer, p.text, max_prompt_tokens) for p in batch]
+        width = max(len(x) for x in ids)
+        input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+        attn = torch.zeros((len(ids), width), dtype=torch.long)
+        for row, x in enumerate(ids):  # left padding
+            input_ids[row, width - len(x):] = torch.tensor(x)
+            attn[row, width - len(x):] = 1
+        torch.manual_seed(seed + shard_no)  # HF generate samples from the global generator
+        with torch.no_grad():
+            out = model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device),
+                                 max_new_tokens=max_new_tokens, do_sample=temp > 0,
+                                 temperature=temp if temp > 0 else None, top_k=None, top_p=None,
+                                 pad_token_id=pad_id, eos_token_id=sorted(eos_ids))
+        lines = []
+        for row, p in enumerate(batch):
+            resp: list[int] = []
+            for tok in out[row, width:].tolist():
+                resp.append(int(tok))
+                if tok in eos_ids:
+                    break
+            lines.append(json.dumps({"id": p.id, "task": p.task, "temperature": temp,
+                                     "prompt_ids": ids[row], "response_ids": resp}))
+        write_text_atomic(out_dir / f"shard-{shard_no:05d}.jsonl", "\n".join(lines) + "\n")
+        shard_no += 1
+        written += len(batch)
+        if on_batch is not None:
+            on_batch(written, len(todo))
+    return written

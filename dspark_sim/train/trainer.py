@@ -1,0 +1,188 @@
+"""The drafter trainer: AdamW, linear warmup + cosine decay, gradient clipping, a time
+budget, periodic checkpoints with exact resume, and a JSONL metrics log.
+
+With `--budget-minutes` the number of optimizer steps is fixed after timing the first
+steps (and stored in the checkpoint, so a resumed run keeps the same schedule); `--steps`
+fixes it directly. On a GPU the forward/backward runs under bf16 autocast.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..fileio import atomic_path
+from .batches import epoch_rows, make_batch, split_entries
+from .featcache import FeatureCache
+from .objectives import LossWeights, compute_loss
+from .targethead import TargetHead
+
+STATE = "trainer_state.pt"
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings (paper: AdamW lr 6e-4, 4% warmup, cosine, no decay, clip 1.0)."""
+
+    lr: float = 6e-4
+    warmup: float = 0.04
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    row_len: int = 1024
+    rows_per_batch: int = 1
+    steps: int = 0                     # 0: derive from budget_minutes
+    budget_minutes: float = 0.0
+    timing_steps: int = 5
+    seed: int = 0
+    val_fraction: float = 0.03
+    checkpoint_minutes: float = 5.0
+    autocast_bf16: bool = False
+    loss: LossWeights = field(default_factory=LossWeights)
+
+
+def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
+    """Linear warmup over `warmup * total` steps, then cosine decay to zero."""
+    warm = max(1, int(round(cfg.warmup * total)))
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    progress = (step - warm) / max(1, total - warm)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+class Trainer:
+    """Trains one drafter module on a feature cache; `run` returns the metrics of the last step."""
+
+    def __init__(self, module: nn.Module, cache: FeatureCache, head: TargetHead, cfg: TrainConfig,
+                 out_dir: str | Path, device: torch.device | str = "cpu",
+                 on_step: Callable[[int, int, dict], None] | None = None) -> None:
+        self.module, self.cache, self.head, self.cfg = module, cache, head, cfg
+        self.out_dir = Path(out_dir)
+        self.device = torch.device(device)
+        self.on_step = on_step
+        self.train_ids, self.val_ids = split_entries(cache, cfg.val_fraction)
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                     betas=(0.9, 0.95))
+        self.step = 0
+        self.total = cfg.steps
+        self.elapsed = 0.0
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.log_path = self.out_dir / "metrics.jsonl"
+        self._epochs: dict[int, list[list[int]]] = {}
+
+    # ---- data ------------------------------------------------------------------------------
+    def _epoch(self, epoch: int) -> list[list[int]]:
+        if epoch not in self._epochs:
+            self._epochs[epoch] = epoch_rows(self.cache, self.train_ids, self.cfg.row_len,
+                                             self.cfg.seed, epoch)
+        return self._epochs[epoch]
+
+    def _rows_for(self, step: int) -> list[list[int]]:
+        """The packed rows of optimizer step `step` (deterministic in seed and step)."""
+        out = []
+        for r in range(step * self.cfg.rows_per_batch, (step + 1) * self.cfg.rows_per_batch):
+            epoch, base = 0, 0
+            while r >= base + len(self._epoch(epoch)):
+                base += len(self._epoch(epoch))
+                epoch += 1
+            out.append(self._epoch(epoch)[r - base])
+        return out
+
+    # ---- checkpoints ------------------------------------------------------------------------
+    def save(self) -> None:
+        """Write trainer state (fp32 weights, optimizer, schedule, RNG) atomically."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        state = {"model": self.module.state_dict(), "opt": self.opt.state_dict(),
+                 "step": self.step, "total": self.total, "elapsed": self.elapsed,
+                 "gen": self.gen.get_state(), "config": asdict(self.cfg),
+                 "drafter": self.module.cfg.to_dict()}
+        with atomic_path(self.out_dir / STATE) as tmp:
+            torch.save(state, tmp)
+
+    def try_resume(self) -> bool:
+        """Continue from `out_dir`'s trainer state if there is one."""
+        path = self.out_dir / STATE
+        if not path.is_file():
+            return False
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if state["drafter"] != self.module.cfg.to_dict():
+            raise ValueError(f"{path} belongs to a different drafter configuration")
+        self.module.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        self.step, self.total, self.elapsed = state["step"], state["total"], state["elapsed"]
+        self.gen.set_state(state["gen"])
+        return True
+
+    # ---- loop ---------------------------------------------------------------------------------
+    def _one_step(self) -> dict:
+        batch = make_batch(self.cache, self._rows_for(self.step), self.cfg.row_len).to(self.device)
+        for group in self.opt.param_groups:
+            group["lr"] = lr_at(self.step, max(self.total, 1), self.cfg)
+        self.module.train()
+        ctx = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.cfg.autocast_bf16 \
+            else torch.autocast(self.device.type, enabled=False)
+        with ctx:
+            loss, metrics = compute_loss(self.module, batch, self.head, self.cfg.loss, self.gen)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip)
+        self.opt.step()
+        metrics.update(loss=loss.item(), grad_norm=float(gnorm), lr=self.opt.param_groups[0]["lr"])
+        return metrics
+
+    def _log(self, metrics: dict) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"step": self.step, "elapsed_s": round(self.elapsed, 2), **metrics}) + "\n")
+
+    def run(self) -> dict:
+        """Train until the step budget is spent, checkpointing every few minutes."""
+        cfg = self.cfg
+        if self.total <= 0 and cfg.budget_minutes <= 0:
+            raise ValueError("give steps or budget_minutes")
+        metrics: dict = {}
+        last_ckpt = time.perf_counter()
+        while self.total <= 0 or self.step < self.total:
+            t0 = time.perf_counter()
+            if self.total <= 0:
+                self.total = 10 ** 9   # provisional while timing the first steps
+            metrics = self._one_step()
+            self.step += 1
+            self.elapsed += time.perf_counter() - t0
+            if cfg.steps <= 0 and self.step == cfg.timing_steps and self.total == 10 ** 9:
+                per_step = self.elapsed / self.step
+                self.total = max(self.step + 1, int(cfg.budget_minutes * 60 / per_step))
+            self._log(metrics)
+            if self.on_step is not None:
+                self.on_step(self.step, self.total, metrics)
+            if time.perf_counter() - last_ckpt > cfg.checkpoint_minutes * 60:
+                self.save()
+                last_ckpt = time.perf_counter()
+        self.save()
+        return metrics
+
+    @torch.no_grad()
+    def validate(self, max_rows: int = 8) -> dict:
+        """Mean metrics over validation rows (fixed anchors from a fixed generator)."""
+        self.module.eval()
+        rows = epoch_rows(self.cache, self.val_ids, self.cfg.row_len, self.cfg.seed, 0)[:max_rows]
+        gen = torch.Generator().manual_seed(12345)
+        sums: dict[str, list] = {}
+        for row in rows:
+            batch = make_batch(self.cache, [row], self.cfg.row_len).to(self.device)
+            _, m = compute_loss(self.module, batch, self.head, self.cfg.loss, gen)
+            for k, v in m.items():
+                sums.setdefault(k, []).append(v)
+        out = {}
+        for k, vs in sums.items():
+            if isinstance(vs[0], list):
+                out[k] = [sum(v[i] for v in vs) / len(vs) for i in range(len(vs[0]))]
+            else:
+                out[k] = sum(vs) / len(vs)
+        return out

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Reproduce the shipped drafters for the embedded target, one heavy job at a time:
+# self-distillation data -> target features -> MTP-1, Eagle3, DFlash, DSpark (same data, same
+# time budget each) -> STS calibration of DSpark at T=0 and T=1 -> acceptance profiles at
+# T=0 and T=1 on GSM8K test / HumanEval / MT-Bench -> results table and plots.
+# Usage: scripts/ship_drafters.sh [STAGE...]   (stages: distill train calibrate measure table)
+# Every stage resumes where it stopped. Logs go to logs/, work files to runs/train/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1
+CLI=.venv/bin/dspark-sim
+RUN=runs/train
+BUDGET=${BUDGET:-25}           # minutes of training per drafter
+N=${N:-50}                     # evaluation prompts per task
+THREADS=${THREADS:-1}
+SHIP=dspark_sim/data/drafters
+ACC=dspark_sim/data/acceptance
+TASKS="math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/HumanEval.jsonl,chat=../shared/prompts/mt_bench/question.jsonl"
+stages=${*:-distill train calibrate measure table}
+mkdir -p logs "$RUN" "$SHIP" "$ACC"
+
+for stage in $stages; do
+case $stage in
+distill)
+  $CLI distill --out $RUN/distill --n-math 1200 --n-chat 500 --temperatures 0,1 \
+    --batch-size 32 --max-new-tokens 160 --seed 0 --threads $THREADS ;;
+train)
+  for kind in mtp1 eagle3 dflash dspark; do
+    rowlen=1024; [ $kind = eagle3 ] && rowlen=512     # 7 unrolled passes per row: shorter rows
+    $CLI train --drafter $kind --data $RUN/distill --out $RUN/$kind --budget-minutes $BUDGET \
+      --gamma 7 --draft-vocab 8192 --seq-rank 64 --row-len $rowlen --anchors 256 --seed 0 \
+      --threads $THREADS --export $SHIP/$kind > logs/train-$kind.log 2>&1
+  done ;;
+calibrate)
+  for t in 0 1; do
+    $CLI calibrate --drafter dspark --temperature $t --n 40 --gamma 7 --max-new-tokens 128 \
+      --report $RUN/calibration-t$t --threads $THREADS > logs/calibrate-t$t.log 2>&1
+  done ;;
+measure)
+  for t in 0 1; do
+    for kind in dspark dflash eagle3 mtp1; do
+      g=7; [ $kind = mtp1 ] && g=1
+      plain=--no-plain; [ $kind = dspark ] && plain=--plain
+      name=smollm2-135m-$kind-g$g-t$t
+      $CLI measure --drafter $kind --tasks "$TASKS" --n $N --max-new-tokens 128 --gamma $g \
+        --temperature $t --seed 0 $plain --threads $THREADS \
+        --out $RUN/measure/$name.acceptance.json > logs/measure-$kind-t$t.log 2>&1
+      cp $RUN/measure/$name.acceptance.json $ACC/
+    done
+  done ;;
+table)
+  .venv/bin/python benchmarks/drafters_table.py --measure $RUN/measure --runs $RUN --out docs/drafters ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
+done

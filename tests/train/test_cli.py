@@ -1,0 +1,69 @@
+"""The distill -> train -> generate -> calibrate path through the CLI on a tiny target
+directory (model + tokenizer saved locally), and its input errors."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from dspark_sim.cli import main
+
+
+def _prompt_file(path, n, seed):
+    rng = np.random.default_rng(seed)
+    with path.open("w") as fh:
+        for i in range(n):
+            words = " ".join(f"w{int(x)}" for x in rng.integers(0, 80, int(rng.integers(3, 9))))
+            fh.write(json.dumps({"id": f"p{seed}-{i}", "task": "chat", "prompt": words}) + "\n")
+    return path
+
+
+def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys):
+    tgt = ["--target", str(tiny_model_dir), "--device", "cpu", "--threads", "1"]
+    prompts = _prompt_file(tmp_path / "train.jsonl", 24, 0)
+    assert main(["distill", "--out", str(tmp_path / "data"), "--prompts", str(prompts), "--no-builtin",
+                 "--batch-size", "8", "--max-new-tokens", "40", *tgt]) == 0
+    shards = sorted((tmp_path / "data").glob("shard-*.jsonl"))   # 12 greedy + 12 sampled, batches of 8
+    assert len(shards) == 4 and sum(len(s.read_text().splitlines()) for s in shards) == 24
+    # resuming finds nothing left to do
+    assert main(["distill", "--out", str(tmp_path / "data"), "--prompts", str(prompts), "--no-builtin",
+                 *tgt]) == 0
+    assert "wrote 0 new answers" in capsys.readouterr().out
+
+    run = tmp_path / "run"
+    assert main(["train", "--drafter", "dspark", "--data", str(tmp_path / "data"), "--out", str(run),
+                 "--steps", "8", "--gamma", "4", "--draft-vocab", "64", "--seq-rank", "8",
+                 "--row-len", "128", "--anchors", "16", "--lr", "3e-3", *tgt]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 8 and summary["data"]["records"] == 24
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 8
+    assert (run / "drafter" / "model.safetensors").is_file()
+
+    capsys.readouterr()
+    assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",
+                 "--gamma", "4", "--max-new-tokens", "24", "--compare-ar", *tgt]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["identical"] and len(out["output_ids"]) >= 1
+
+    held = _prompt_file(tmp_path / "held.jsonl", 24, 1)
+    assert main(["calibrate", "--drafter", str(run / "drafter"), "--prompts", str(held), "--gamma", "4",
+                 "--max-new-tokens", "64", "--report", str(tmp_path / "cal"), *tgt]) == 0
+    cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert len(cal["temperatures"]) == 4 and (tmp_path / "cal" / "reliability.png").is_file()
+    cfg = json.loads((run / "drafter" / "config.json").read_text())
+    assert cfg["sts"]["0.0"] == [round(t, 5) for t in cal["temperatures"]]
+
+
+def test_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):
+    tgt = ["--target", str(tiny_model_dir), "--device", "cpu"]
+    assert main(["train", "--drafter", "medusa", "--data", str(tmp_path), "--out", str(tmp_path / "r"),
+                 "--steps", "1", *tgt]) == 2
+    assert main(["train", "--drafter", "dspark", "--data", str(tmp_path), "--out", str(tmp_path / "r"),
+                 *tgt]) == 2
+    assert main(["train", "--drafter", "dspark", "--data", str(tmp_path / "nope"), "--out",
+                 str(tmp_path / "r"), "--steps", "1", *tgt]) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "w1"}\n{not json\n')
+    assert main(["distill", "--out", str(tmp_path / "d"), "--prompts", str(bad), "--no-builtin", *tgt]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl:2" in err and "Traceback" not in err

@@ -1,0 +1,150 @@
+"""Every trained-drafter kind keeps speculative decoding lossless: greedy output identical
+to transformers' generate(do_sample=False), and sampled output distributed exactly as the
+target's (chi-square against the exact joint distribution of the first tokens)."""
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from dspark_sim.decode.drafters.base import Draft
+from dspark_sim.decode.drafters.trained import TrainedDrafter
+from dspark_sim.decode.sampling import Sampling
+from dspark_sim.decode.speculate import speculative_generate
+from dspark_sim.decode.target import HFTarget
+from .conftest import KINDS, VOCAB, bound_module, tiny_config, tiny_target
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "decode"))
+from greedy_check import compare, reference  # noqa: E402
+
+N_PROMPTS, NEW_TOKENS = 10, 128     # the slow variants: 20 prompts, 20,000 samples
+
+
+def _prompts(count: int, seed: int = 5) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(3, VOCAB, (int(torch.randint(4, 30, (1,), generator=g)),), generator=g).tolist()
+            for _ in range(count)]
+
+
+def _greedy_identity(kind, target, trained, n_prompts):
+    hf = HFTarget(target)
+    drafter = TrainedDrafter(trained[kind][0], hf, kind)
+    accepted = rejected = 0
+    for i, p in enumerate(_prompts(n_prompts)):
+        ref, logits = reference(target, p, NEW_TOKENS)
+        gen = speculative_generate(hf, drafter, p, max_new_tokens=NEW_TOKENS, gamma=4)
+        compare(ref, logits, gen.output_ids, f"{kind} prompt {i}")
+        accepted += sum(gen.accepted)
+        rejected += sum(a < v for a, v in zip(gen.accepted, gen.verified))
+    assert accepted > 100 and rejected > 20, (kind, accepted, rejected)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_greedy_speculation_is_token_identical_to_generate(kind, target, trained):
+    _greedy_identity(kind, target, trained, N_PROMPTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_greedy_identity_twenty_prompts(kind, target, trained):
+    _greedy_identity(kind, target, trained, 20)
+
+
+V, SAMPLES, TOKENS, PROMPT = 6, 20_000, 3, [1, 4, 2]
+
+
+def _exact_joint(model, prompt, n, sampling) -> dict[tuple[int, ...], float]:
+    """Exact probability of every sequence of the first n generated tokens."""
+    out: dict[tuple[int, ...], float] = {}
+
+    def walk(ctx, prob, seq):
+        if len(seq) == n:
+            out[tuple(seq)] = prob
+            return
+        with torch.no_grad():
+            p = sampling.probs(model(torch.tensor([ctx])).logits[0, -1])
+        for t in range(V):
+            if p[t] > 0:
+                walk(ctx + [t], prob * float(p[t]), seq + [t])
+    walk(list(prompt), 1.0, [])
+    return out
+
+
+def chi_square_p(model, drafter, sampling, samples=SAMPLES, seed=0) -> float:
+    target = HFTarget(model)
+    g = torch.Generator().manual_seed(seed)
+    counts = Counter()
+    for _ in range(samples):
+        out = speculative_generate(target, drafter, PROMPT, max_new_tokens=TOKENS, gamma=2,
+                                   sampling=sampling, generator=g)
+        counts[tuple(out.output_ids)] += 1
+    exact = _exact_joint(model, PROMPT, TOKENS, sampling)
+    observed = np.array([counts[k] for k in exact], dtype=float)
+    total = sum(exact.values())
+    expected = np.array([samples * p / total for p in exact.values()])
+    assert observed.sum() == samples                  # nothing outside the exact support
+    small = expected < 5
+    obs, exp = np.append(observed[~small], observed[small].sum()), np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    return float(stats.chisquare(obs[keep], exp[keep]).pvalue)
+
+
+@pytest.fixture(scope="module")
+def small_vocab_target():
+    return tiny_target(seed=3, vocab=V, eos=None, layers=3, sharpen=3.0)
+
+
+def _random_drafter(kind, model):
+    """A random-init (deliberately wrong) drafter whose draft vocabulary omits token 4."""
+    cfg = tiny_config(kind, model, draft_vocab=V - 1, gamma=2, taps=[0, 1])
+    mod = bound_module(cfg, model, torch.tensor([0, 1, 2, 3, 5]), seed=11)
+    with torch.no_grad():                      # make the sequential head matter
+        for name, p in mod.named_parameters():
+            if name.startswith("seq_head.w"):
+                p.normal_(0, 1.0)
+    return TrainedDrafter(mod.eval(), HFTarget(model), kind)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sampled_speculation_is_distribution_exact(kind, small_vocab_target):
+    """Top-k / top-p warping applied alike to draft and target. (Sample counts keep the
+    default suite short; the slow variant draws 20,000 per kind.)"""
+    model = small_vocab_target
+    warp = Sampling(temperature=0.9, top_k=5, top_p=0.95)
+    samples = 4_000 if kind == "dspark" else 2_000
+    assert chi_square_p(model, _random_drafter(kind, model), warp, samples=samples) > 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_sampled_speculation_exact_20k(kind, small_vocab_target):
+    model = small_vocab_target
+    assert chi_square_p(model, _random_drafter(kind, model), Sampling(1.0), samples=20_000) > 1e-3
+
+
+def test_a_dishonest_draft_distribution_is_caught(small_vocab_target):
+    """Negative control: a drafter that samples from its q but reports a different q (here:
+    the second position's q without the sequential bias) biases the output, and the same
+    chi-square test detects it."""
+    model = small_vocab_target
+    honest = _random_drafter("dspark", model)
+    m = honest.module
+
+    class Dishonest(TrainedDrafter):
+        def propose(self, ctx, gamma, sampling, generator=None):
+            draft = super().propose(ctx, gamma, sampling, generator)
+            if draft.q is not None and len(draft) > 1:
+                with torch.inference_mode():
+                    h = m.block_hidden(self._state, ctx.anchor)[:2]
+                    q = draft.q.clone()
+                    q[1] = sampling.probs(m.vocab.to_full(m.output_logits(h[1:2]).float()))[0]
+                draft = Draft(draft.tokens, q, draft.confidence)
+            return draft
+
+    liar = Dishonest(m, HFTarget(model), "dspark")
+    assert chi_square_p(model, liar, Sampling(temperature=1.0), samples=4_000) < 1e-3
