@@ -70,8 +70,6 @@ class ServingReplica(ReplicaBase):
         self._prompt_feats: dict[int, list[torch.Tensor]] = {}
         self.wall_s = {"draft": 0.0, "forward": 0.0, "verify": 0.0, "total": 0.0}
 
-    # --- the clock ------------------------------------------------------------------------
-
     def _clock_ns(self) -> int:
         """Wall-clock now in the environment's nanoseconds (at least 1 ns after env.now)."""
         env = self.env
@@ -81,101 +79,63 @@ class ServingReplica(ReplicaBase):
     # --- one iteration ----------------------------------------------------------------------
 
     def advance(self) -> int:
-        p, t = self.parts, self.table
         t0 = time.perf_counter()
+        t = self.table
         rows = list(self.decoders)
-        r = len(rows)
-        draft_before = self.wall_s["draft"]
         contexts = [self._ctx[rid] for rid in rows]
-        prefill_max = min(self.pending_prefill(), max(0, self.budget - r))
-        # 1-2. drafts and verify lengths
+        context = int((t.prompt[rows] + t.generated[rows]).sum()) if rows else 0
+        prefill_max = min(self.pending_prefill(), max(0, self.budget - len(rows)))
+        # 1-2. drafts and verify lengths (the policy reads the drafts' survivals when it needs them)
+        draft_start = self.wall_s["draft"]
         if self.policy.needs_confidence:
             k = self.gamma
-            drafts = self._propose(rows, contexts, [k] * r)
+            drafts = self._propose(rows, contexts, k)
             lengths = self._decide(rows, drafts, prefill_max)
         else:
             lengths = self._decide(rows, None, prefill_max)
             k = self.policy.drafts if self.policy.drafts is not None else max(lengths, default=0)
-            drafts = self._propose(rows, contexts, [k] * r)
-        verify_len = [min(int(l), len(d)) for l, d in zip(lengths, drafts)]
-        # 3. prefill chunks with what the decode tokens leave
-        decode_tokens = r + sum(verify_len)
+            drafts = self._propose(rows, contexts, k)
+        draft_s = self.wall_s["draft"] - draft_start
+        verify_len = [min(l, len(d)) for l, d in zip(lengths, drafts)]
+        # 3. prefill chunks take what the decode tokens leave of the budget, FCFS
+        decode_tokens = len(rows) + sum(verify_len)
         chunks, prefill_context = self.allocate_prefill(min(prefill_max, self.budget - decode_tokens))
-        context = int((t.prompt[rows] + t.generated[rows]).sum()) + prefill_context if r else prefill_context
-        # 4. one batched forward
+        # 4. one batched forward over the decode rows and the chunks
         segments = [Segment(self._kv[rid], [ctx.anchor] + d.tokens[:l].tolist(), "all")
                     for rid, ctx, d, l in zip(rows, contexts, drafts, verify_len)]
-        for rid, take in chunks:
-            done = self._prefilled[rid]
-            if rid not in self._kv:
-                self._kv[rid] = p.runner.new_kv(int(t.prompt[rid] + t.output[rid]) + self.gamma + 1)
-            last = done + take == int(t.prompt[rid])
-            segments.append(Segment(self._kv[rid], p.prompts[rid][done:done + take],
-                                    "last" if last else "none"))
-        draft_s = self.wall_s["draft"] - draft_before
+        segments += [self._chunk_segment(rid, take) for rid, take in chunks]
+        t1 = time.perf_counter()
+        outs = self.parts.runner.run(segments, self.parts.drafters.taps)
         t2 = time.perf_counter()
-        outs = p.runner.run(segments, p.drafters.taps)
+        # 5. verify and commit
+        finished, keep = self._commit_decodes(rows, contexts, drafts, verify_len, outs)
+        self._commit_chunks(chunks, outs[len(rows):])
         t3 = time.perf_counter()
-        # 5. verify and commit the decode rows
-        done_rows, keep = [], []
-        for rid, ctx, d, l, out in zip(rows, contexts, drafts, verify_len, outs):
-            verdict = verify(d.tokens[:l], out.logits, None if d.q is None else d.q[:l],
-                             p.sampling, p.generator)
-            n = verdict.accepted
-            self._kv[rid].crop(len(ctx.tokens) + n)
-            owed = int(t.output[rid] - t.generated[rid])
-            new = (d.tokens[:n].tolist() + [verdict.token])[:owed]
-            ctx.commit(new, None if out.features is None else out.features[:len(new)])
-            p.outputs[rid].extend(new)
-            p.steps[rid].append((len(d), l, n))
-            t.generated[rid] += len(new)
-            t.steps[rid] += 1
-            t.drafted[rid] += len(d)
-            t.verified[rid] += l
-            t.accepted[rid] += n
-            (done_rows if t.generated[rid] == t.output[rid] else keep).append(rid)
-        # prefill chunks: collect features; completed prompts emit their first token
-        firsts = {}
-        for (rid, take), out in zip(chunks, outs[r:]):
-            if out.features is not None:
-                self._prompt_feats.setdefault(rid, []).append(out.features)
-            if out.logits is not None:
-                firsts[rid] = int(p.sampling.sample(out.logits[-1], p.generator).item())
-        for rid, first in firsts.items():
-            feats = self._prompt_feats.pop(rid, None)
-            ctx = Context(tokens=list(p.prompts[rid]), prompt_len=len(p.prompts[rid]),
-                          taps=p.drafters.taps)
-            ctx.commit([first], torch.cat(feats) if feats else None)
-            self._ctx[rid] = ctx
-            p.outputs[rid] = [first]
-            p.steps[rid] = []
-            if int(t.output[rid]) > 1:
-                p.drafters.begin(rid, ctx)
-        t4 = time.perf_counter()
         end = self._clock_ns()
-        # 6. the simulator's bookkeeping, at the iteration's end
-        self.finish(np.asarray(done_rows, dtype=np.int64), np.int64(end))
+        # 6. the simulator's bookkeeping, stamped with the iteration's end
+        self.finish(np.asarray(finished, dtype=np.int64), np.int64(end))
         completed = self.apply_prefill(chunks)
         joiners = self.stamp_prefill(completed, end)
-        for rid in done_rows + [c for c in completed if c not in joiners]:
+        for rid in finished + [c for c in completed if c not in joiners]:
             self._release(rid)
         self.decoders = keep + joiners
         self.iterations += 1
-        prefill_tokens = sum(take for _, take in chunks)
-        p.iterations.append((int(self.env.now) / 1e9, end / 1e9, r, sum(verify_len), prefill_tokens,
-                             decode_tokens + prefill_tokens, context, k if r else 0,
-                             draft_s, t3 - t2))
-        if p.progress is not None:
-            p.progress(self.finished)
-        self.wall_s["forward"] += t3 - t2
-        self.wall_s["verify"] += t4 - t3
+        prefill = sum(take for _, take in chunks)
+        self.parts.iterations.append((int(self.env.now) / 1e9, end / 1e9, len(rows), sum(verify_len),
+                                      prefill, decode_tokens + prefill, context + prefill_context,
+                                      k if rows else 0, draft_s, t2 - t1))
+        if self.parts.progress is not None:
+            self.parts.progress(self.finished)
+        self.wall_s["forward"] += t2 - t1
+        self.wall_s["verify"] += t3 - t2
         self.wall_s["total"] += time.perf_counter() - t0
         return end
 
-    def _propose(self, rows: list[int], contexts: list[Context], k: list[int]):
+    def _propose(self, rows: list[int], contexts: list[Context], k: int):
+        """k drafts for every decoding request (timed as the iteration's draft step)."""
         p = self.parts
         start = time.perf_counter()
-        drafts = p.drafters.propose(rows, contexts, k, p.sampling, p.generator)
+        drafts = p.drafters.propose(rows, contexts, [k] * len(rows), p.sampling, p.generator)
         self.wall_s["draft"] += time.perf_counter() - start
         return drafts
 
@@ -193,6 +153,58 @@ class ServingReplica(ReplicaBase):
         lengths, raw = self.decide(cols, self.history)
         self.record_history(raw)
         return [int(v) for v in lengths[0]]
+
+    def _chunk_segment(self, rid: int, take: int) -> Segment:
+        """The next `take` prompt tokens of a prefilling request (its KV region made on first use)."""
+        t, p = self.table, self.parts
+        if rid not in self._kv:
+            self._kv[rid] = p.runner.new_kv(int(t.prompt[rid] + t.output[rid]) + self.gamma + 1)
+        done = self._prefilled[rid]
+        last = done + take == int(t.prompt[rid])
+        return Segment(self._kv[rid], p.prompts[rid][done:done + take], "last" if last else "none")
+
+    def _commit_decodes(self, rows, contexts, drafts, verify_len, outs) -> tuple[list[int], list[int]]:
+        """Verify each decode row (the decode core's rules), roll its KV back to the committed
+        prefix, commit its tokens and features; returns (finished, still decoding)."""
+        p, t = self.parts, self.table
+        finished, keep = [], []
+        for rid, ctx, d, l, out in zip(rows, contexts, drafts, verify_len, outs):
+            verdict = verify(d.tokens[:l], out.logits, None if d.q is None else d.q[:l],
+                             p.sampling, p.generator)
+            n = verdict.accepted
+            self._kv[rid].crop(len(ctx.tokens) + n)              # keep s_0..s_t and x_1..x_n
+            owed = int(t.output[rid] - t.generated[rid])
+            new = (d.tokens[:n].tolist() + [verdict.token])[:owed]
+            ctx.commit(new, None if out.features is None else out.features[:len(new)])
+            p.outputs[rid].extend(new)
+            p.steps[rid].append((len(d), l, n))
+            t.generated[rid] += len(new)
+            t.steps[rid] += 1
+            t.drafted[rid] += len(d)
+            t.verified[rid] += l
+            t.accepted[rid] += n
+            (finished if t.generated[rid] == t.output[rid] else keep).append(rid)
+        return finished, keep
+
+    def _commit_chunks(self, chunks: list[tuple[int, int]], outs) -> None:
+        """Keep the chunks' target features; a completed prompt samples its first token and
+        starts the request's context and drafter."""
+        p = self.parts
+        for (rid, _), out in zip(chunks, outs):
+            if out.features is not None:
+                self._prompt_feats.setdefault(rid, []).append(out.features)
+            if out.logits is None:
+                continue
+            first = int(p.sampling.sample(out.logits[-1], p.generator).item())
+            feats = self._prompt_feats.pop(rid, None)
+            ctx = Context(tokens=list(p.prompts[rid]), prompt_len=len(p.prompts[rid]),
+                          taps=p.drafters.taps)
+            ctx.commit([first], torch.cat(feats) if feats else None)
+            self._ctx[rid] = ctx
+            p.outputs[rid] = [first]
+            p.steps[rid] = []
+            if int(self.table.output[rid]) > 1:
+                p.drafters.begin(rid, ctx)
 
     def _release(self, rid: int) -> None:
         self._kv.pop(rid, None)
