@@ -215,7 +215,8 @@ def register(app: typer.Typer) -> None:
                       f"{summary['max_abs_rel_error']:.1%}; per_context_token_s = "
                       f"{fit.per_context_token_s:.3e}")
         prof.save(out)
-        path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"])
+        path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"],
+                            draft_points=prof.extra.get("draft_measurements"))
         console.print(f"wrote {out} and {path}")
 
 

@@ -140,13 +140,13 @@ class ServingReplica(ReplicaBase):
         return drafts
 
     def _decide(self, rows: list[int], drafts, prefill_max: int) -> list[int]:
-        """The simulator's policy decision for this iteration's decoding rows."""
+        """The simulator's policy decision for this iteration's decoding rows (also with none:
+        dspark-lagged then records a zero budget, as the simulator does)."""
         r, g = len(rows), self.gamma
-        if r == 0:
-            return []
         idx = np.asarray(rows, dtype=np.int64)
-        mean = self.sampler.row_survival(idx) if self.sampler is not None else np.zeros((r, g))
-        surv = mean if drafts is None else np.stack([draft_survival(d, m) for d, m in zip(drafts, mean)])
+        mean = self.sampler.row_survival(idx) if self.sampler is not None and r else np.zeros((r, g))
+        surv = mean if drafts is None or r == 0 else \
+            np.stack([draft_survival(d, m) for d, m in zip(drafts, mean)])
         cols = Columns(surv=surv[None], active=np.ones((1, r), dtype=bool),
                        base=np.array([prefill_max]), cap=np.array([self.budget - r]),
                        mean_surv=mean)
