@@ -20,7 +20,7 @@ from ..decode.target import HFTarget
 from ..decode.verify import verify_greedy
 from ..serve.drafting import DraftPool
 from ..serve.runner import ModelRunner, Segment
-from .profiler import ProfileGrid, Timing, device_sync, time_call
+from .profiler import ProfileGrid, Timing, device_sync, time_call, time_round_robin
 
 # Drafters that make one sequential pass per drafted token (`per_draft: true` in the profile).
 AUTOREGRESSIVE_KINDS = ("mtp1", "eagle3")
@@ -60,14 +60,9 @@ def profile_engine_target(target: HFTarget, grid: ProfileGrid, seed: int = 0,
         points = [(Timing("decode", requests, w, c),
                    [_ids(generator, vocab, w) for _ in range(requests)], regions[c])
                   for c in grid.contexts for w in grid.widths]
-        for round_ in range(grid.warmup + grid.repeats):
-            for point, ids, kvs in points:
-                def crop(kvs=kvs, c=point.context):
-                    for kv in kvs:
-                        kv.crop(c)
-                seconds = time_call(lambda: engine_step(runner, kvs, ids), 1, 0, sync, after=crop)
-                if round_ >= grid.warmup:
-                    point.samples_s.extend(seconds)
+        time_round_robin([(point, lambda kvs=kvs, ids=ids: engine_step(runner, kvs, ids),
+                           lambda kvs=kvs, c=point.context: [kv.crop(c) for kv in kvs])
+                          for point, ids, kvs in points], grid, sync)
         for point, _, _ in points:
             timings.append(point)
             report(point)

@@ -23,12 +23,13 @@ from ..decode.drafters.base import Drafter
 from ..decode.sampling import Sampling
 from ..decode.target import HFTarget
 from ..errors import InputError
-from ..fileio import write_json_atomic, write_text_atomic
+from ..fileio import write_text_atomic
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..sim.cluster import Cluster, check_kv_fits
 from ..sim.metrics import requests_csv, requests_frame, summarise
 from ..sim.policies import check_policy_name, make_policy
+from ..sim.replay import write_results
 from ..sim.requests import RequestTable
 from ..traces.schema import Trace
 from .drafting import DraftPool
@@ -135,15 +136,11 @@ def outputs_jsonl(result: ServeResult, ids) -> str:
 
 
 def write_serve_results(results: list[ServeResult], ids, out_dir: str | Path) -> list[Path]:
-    """DIR/{requests.csv, summary.json, outputs.jsonl}, in DIR/<policy>/ for several policies."""
-    out_dir = Path(out_dir)
-    written = []
-    for res in results:
-        where = out_dir if len(results) == 1 else out_dir / res.policy
-        write_text_atomic(where / "requests.csv", requests_csv(res.requests))
-        write_json_atomic(where / "summary.json", res.summary)
+    """The simulator's DIR/{requests.csv, summary.json} (DIR/<policy>/ for several policies),
+    plus outputs.jsonl and iterations.csv."""
+    written = write_results(results, out_dir)
+    for res, where in zip(results, written):
         write_text_atomic(where / "outputs.jsonl", outputs_jsonl(res, ids))
         if res.iterations is not None:
             write_text_atomic(where / "iterations.csv", requests_csv(res.iterations))
-        written.append(where)
     return written
