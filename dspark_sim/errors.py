@@ -15,6 +15,10 @@ class InputError(Exception):
         self.line = line
         self.field = field
 
+    def __reduce__(self):
+        # keep file, line and field when the error crosses a process boundary (sweep workers)
+        return (type(self), (self.message, self.file, self.line, self.field))
+
     def __str__(self) -> str:
         where = ""
         if self.file is not None:

@@ -108,15 +108,20 @@ def _yaml_lines(node: yaml.Node, prefix: str, out: dict[str, int]) -> None:
             _yaml_lines(item, key, out)
 
 
-def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
-    """Parse a YAML file; return the data and a LineMap for error messages."""
-    path = Path(path)
+def read_text(path: str | Path) -> str:
+    """A text file's contents; a missing or unreadable file is an InputError naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError("file not found", file=path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+
+
+def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
+    """Parse a YAML file; return the data and a LineMap for error messages."""
+    path = Path(path)
+    text = read_text(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -129,12 +134,7 @@ def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
 def read_json(path: str | Path) -> tuple[Any, LineMap]:
     """Parse a JSON file; return the data and a LineMap of its top-level and nested keys."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", file=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+    text = read_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -24,7 +24,7 @@ app = typer.Typer(
 
 # Command modules register themselves here (one per room; see architecture.md).
 _COMMAND_MODULES: list[str] = ["profiles_cmd", "hardware_cmd", "traces_cmd", "sim_cmd", "decode_cmd",
-                               "train_cmd", "serve_cmd"]
+                               "train_cmd", "serve_cmd", "sweep_cmd"]
 
 
 def _register_all() -> None:
@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
+    if rc == 130:       # typer turns a Ctrl-C inside a command into exit code 130, silently
+        typer.echo("interrupted", err=True)
     return rc if isinstance(rc, int) else 0
 
 

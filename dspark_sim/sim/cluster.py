@@ -1,9 +1,9 @@
-"""The cluster: an arrival process, a router and N replica processes in one SimPy environment."""
+"""The cluster: an arrival source (open or closed loop), a router and N replica processes in one
+SimPy environment."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import simpy
@@ -13,8 +13,10 @@ from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..traces.schema import Trace
 from .acceptance import AcceptanceSampler
+from .arrivals import ClosedArrivals, OpenArrivals
 from .costs import IterationCost
 from .fast import MAX_RUN, FastReplica
+from .load import ClosedLoop
 from .loop import LoopReplica
 from .policies import make_policy
 from .reference import ReferenceReplica
@@ -25,6 +27,7 @@ ROUTERS = ("round-robin", "least-outstanding")
 ROUTER_ALIASES = {"rr": "round-robin", "round-robin": "round-robin",
                   "lo": "least-outstanding", "least-outstanding": "least-outstanding"}
 ENGINES = ("fast", "block", "loop", "reference")
+PREFILL_MODES = ("local", "disaggregated")
 
 
 class Router:
@@ -50,25 +53,31 @@ class Router:
 
 
 class Cluster:
-    """Owns the environment; routes arrivals in time order (pushed by the arrival process,
-    pulled by replicas waking at the same instant, so ties never depend on event order)."""
+    """Owns the environment and the arrival source; replicas ask it for arrivals (`dispatch_until`,
+    `next_arrival_ns`) and tell it of finishes (`finished`, which drives a closed loop)."""
 
     def __init__(self, table: RequestTable, replicas: int, router: str, hw: HardwareProfile,
                  policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
-                 engine: str = "fast", env: simpy.Environment | None = None,
+                 engine: str = "fast", closed_loop: ClosedLoop | None = None,
+                 prefill: str = "local", env: simpy.Environment | None = None,
                  replica_cls=None) -> None:
         """`env` and `replica_cls` let the real serving engine (dspark_sim/serve) run the same
         arrivals, router and replica bookkeeping on a wall-clock environment."""
         self.env = env if env is not None else simpy.Environment()
+        self.prefill_elsewhere = prefill == "disaggregated"
         self.table = table
-        self._next = 0
-        self.tracks_outstanding = router == "least-outstanding" and replicas > 1
+        self.tracks_outstanding = router == "least-outstanding" and replicas > 1 and closed_loop is None
         gamma = acceptance.gamma if acceptance is not None else 1
         probe = make_policy(policy_name, gamma)
         sampler = None
         if probe.speculative:
             sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
-        cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None)
+        # the scheduler's cost view: drafting as the policy drafts, and attention over the
+        # trace's typical KV length of a decoding request (prompt + half the output)
+        typical_context = float(np.mean(table.prompt + table.output / 2)) if table.n else 0.0
+        cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None,
+                             scheduler_drafts=probe.drafts if probe.drafts is not None else gamma,
+                             scheduler_context=typical_context)
         planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
             (sampler is None or sampler.static_confidence or not probe.needs_confidence)
         loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
@@ -83,29 +92,24 @@ class Cluster:
             cls(i, self.env, self, table, hw, cost, make_policy(policy_name, gamma), sampler)
             for i in range(replicas)]
         self.router = Router(router, self.replicas)
-        self.env.process(self._arrivals())
-
-    def _arrivals(self) -> Iterator[simpy.Event]:
-        arrival = self.table.arrival_ns
-        env = self.env
-        while self._next < self.table.n:
-            t = int(arrival[self._next])
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            self.dispatch_until(int(env.now))
+        if closed_loop is None:
+            self.source: OpenArrivals | ClosedArrivals = OpenArrivals(self.env, table, self.router)
+        else:
+            self.source = ClosedArrivals(self.env, table, closed_loop, self.replicas)
+        # a closed loop's finishes create arrivals (think_ns after them); None for an open loop
+        self.closed_think_ns: int | None = self.source.think_ns
 
     def dispatch_until(self, t_ns: int) -> None:
-        """Route every request that has arrived by t, in arrival order."""
-        arrival = self.table.arrival_ns
-        while self._next < self.table.n and arrival[self._next] <= t_ns:
-            rid = self._next
-            self._next += 1
-            self.router.route(rid, int(arrival[rid])).submit(rid)
+        """Queue at their replicas every request that has arrived by t, in arrival order."""
+        self.source.dispatch_until(t_ns)
 
     def next_arrival_ns(self, replica: ReplicaBase) -> int | None:
-        """Arrival time of the next request that could be routed to `replica`."""
-        rid = self.router.candidate_after(self._next, replica)
-        return int(self.table.arrival_ns[rid]) if rid is not None and rid < self.table.n else None
+        """Arrival time of the next request that could be queued at `replica`."""
+        return self.source.next_arrival_ns(replica)
+
+    def finished(self, replica: ReplicaBase, rids, t_ns) -> None:
+        """Requests `rids` of `replica` finish at t_ns (scalar or one per request)."""
+        self.source.finished(replica, rids, t_ns)
 
     def run(self) -> None:
         """Simulate until every request has finished."""
@@ -138,18 +142,26 @@ class SimOutcome:
 
 def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
              replicas: int = 1, router: str = "round-robin", seed: int = 0,
-             engine: str = "fast") -> SimOutcome:
-    """Serve `trace` with `replicas` replicas of `hw` under `policy`; every request finishes."""
+             engine: str = "fast", closed_loop: ClosedLoop | None = None,
+             prefill: str = "local") -> SimOutcome:
+    """Serve `trace` with `replicas` replicas of `hw` under `policy`; every request finishes.
+    With `closed_loop`, the trace gives only the requests' lengths and tasks (load.py). With
+    prefill 'disaggregated', prompts are prefilled elsewhere: a request arrives with its KV
+    cache and first token and only decodes here."""
     if router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {router!r}; choose rr or least-outstanding", field="router")
     if replicas < 1:
         raise InputError(f"must be >= 1, got {replicas}", field="replicas")
+    if prefill not in PREFILL_MODES:
+        raise InputError(f"unknown prefill mode {prefill!r}; choose {' or '.join(PREFILL_MODES)}",
+                         field="prefill")
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose {', '.join(ENGINES)}", field="engine")
     t0, c0 = time.perf_counter(), time.process_time()
-    table = RequestTable(trace)
+    table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
     check_kv_fits(table, hw)
-    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine)
+    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
+                      closed_loop, prefill)
     cluster.run()
     return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
                       time.process_time() - c0)

@@ -20,16 +20,28 @@ def to_ns(seconds) -> np.ndarray:
 
 
 class IterationCost:
-    """Seconds of one iteration: draft_time(kind, R, drafts) + step_time(B, context)."""
+    """Seconds of one iteration: draft_time(kind, R, drafts) + step_time(B, context).
 
-    def __init__(self, hw: HardwareProfile, drafter_kind: str | None) -> None:
+    It also gives the speculation scheduler its view of the engine, `scheduler_sps(B, R)`:
+    iterations per second at B batch tokens with R decoding requests, counting the drafting
+    (`scheduler_drafts` sequential drafts) and the attention over a typical context of
+    `scheduler_context` KV tokens per request, as an engine's profiled SPS curve would. The
+    exact per-iteration context is not used by the scheduler, so a decision depends only on
+    the batch composition (which keeps the engines' per-composition plans exact).
+    """
+
+    def __init__(self, hw: HardwareProfile, drafter_kind: str | None,
+                 scheduler_drafts: int = 0, scheduler_context: float = 0.0) -> None:
         """Tables cover every batch size and request count the profile's limits allow."""
         self.hw = hw
+        self.scheduler_drafts = scheduler_drafts
+        self.scheduler_context = float(scheduler_context)
+        self._sched_tables: dict[int, np.ndarray] = {}
+        self._sched_lists: dict[int, list[float]] = {}
         self.kind = drafter_kind if drafter_kind in hw.draft_curves else None
         self.per_draft = self.kind in hw.per_draft_kinds
         self.per_context = float(hw.per_context_token_s)
         self._context_ns = self.per_context * NS
-        self._sps_list: list[float] | None = None
         self._seconds_lists: tuple[list[float], list[float]] | None = None
         self._step = np.zeros(0)
         self._draft = np.zeros(0)
@@ -46,7 +58,6 @@ class IterationCost:
     def _grow_step(self, n: int) -> None:
         size = max(n, 2 * len(self._step))
         self._step = self._step_base(np.arange(size, dtype=float))
-        self._sps = 1.0 / self._step
         self._step_ns = np.maximum(self._step * NS, 1.0)      # an iteration lasts >= 1 ns
 
     def _grow_draft(self, n: int) -> None:
@@ -58,23 +69,42 @@ class IterationCost:
             self._draft = np.where(reqs > 0, np.asarray(self.hw.draft_curves[self.kind](reqs), dtype=float), 0.0)
         self._draft_ns = self._draft * NS
 
-    def sps(self, batch_tokens: np.ndarray) -> np.ndarray:
-        """Target steps per second at integer batch tokens (SPS(B) = 1 / step_time(B))."""
+    def scheduler_fixed_s(self, requests) -> np.ndarray:
+        """Seconds of an iteration with R decoding requests that do not depend on its batch
+        tokens, as the scheduler sees them: drafting + attention over the typical context."""
+        r = np.asarray(requests, dtype=np.int64)
+        self._fit(int(r.max(initial=0)), 0)
+        draft = self._draft[r]
+        d = self.scheduler_drafts
+        draft = draft * d if self.per_draft else (draft if d > 0 else 0.0 * draft)
+        return draft + self.per_context * self.scheduler_context * r
+
+    def scheduler_sps(self, batch_tokens, requests) -> np.ndarray:
+        """Iterations per second the scheduler expects at B batch tokens and R decoding
+        requests (broadcast): 1 / (step_time(B) + scheduler_fixed_s(R))."""
         b = np.asarray(batch_tokens, dtype=np.int64)
         self._fit(0, int(b.max(initial=0)))
-        return self._sps[b]
+        return 1.0 / (self._step[b] + self.scheduler_fixed_s(requests))
 
-    def sps_table(self, max_batch_tokens: int) -> np.ndarray:
-        """SPS by integer batch tokens, covering at least 0..max_batch_tokens."""
-        self._fit(0, max_batch_tokens)
-        return self._sps
+    def scheduler_sps_table(self, requests: int, max_batch_tokens: int) -> np.ndarray:
+        """`scheduler_sps` for R requests by integer batch tokens, covering 0..max_batch_tokens."""
+        table = self._sched_tables.get(requests)
+        if table is None or max_batch_tokens >= len(table):
+            self._fit(requests, max_batch_tokens)
+            if len(self._sched_tables) > 256:
+                self._sched_tables.clear()
+                self._sched_lists.clear()
+            table = self._sched_tables[requests] = 1.0 / (self._step + self.scheduler_fixed_s(requests))
+            self._sched_lists.pop(requests, None)
+        return table
 
-    def sps_list(self, max_batch_tokens: int) -> list[float]:
-        """`sps_table` as a python list (for per-iteration python code)."""
-        if self._sps_list is None or max_batch_tokens >= len(self._sps_list):
-            self.sps_table(max_batch_tokens)
-            self._sps_list = self._sps.tolist()
-        return self._sps_list
+    def scheduler_sps_list(self, requests: int, max_batch_tokens: int) -> list[float]:
+        """`scheduler_sps_table` as a python list (for per-iteration python code)."""
+        table = self.scheduler_sps_table(requests, max_batch_tokens)
+        out = self._sched_lists.get(requests)
+        if out is None or len(out) != len(table):
+            out = self._sched_lists[requests] = table.tolist()
+        return out
 
     def seconds_lists(self, max_requests: int, max_batch_tokens: int) -> tuple[list[float], list[float]]:
         """Step seconds (by batch tokens) and draft seconds (by requests) as python lists."""

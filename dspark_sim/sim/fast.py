@@ -206,10 +206,14 @@ class FastReplica(ReplicaBase):
 
     # --- rows in and out ---------------------------------------------------------------------
 
-    def _join(self, joiners: list[int]) -> np.ndarray:
-        """Append requests whose prefill completed (they decode from the next column)."""
+    def join_decoding(self, rids: list[int]) -> None:
+        self._join(rids, first_step=0)
+
+    def _join(self, joiners: list[int], first_step: int = -1) -> np.ndarray:
+        """Append requests whose prefill completed: they decode from the next column (or, with
+        first_step 0, from the next block's column 0)."""
         t = self.table
-        cols = [[1, 0, int(t.prompt[r]) + 1, int(t.output[r]) - 1, -1, 0, r, int(t.kv_need[r])]
+        cols = [[1, 0, int(t.prompt[r]) + 1, int(t.output[r]) - 1, first_step, 0, r, int(t.kv_need[r])]
                 for r in joiners]
         self._state = np.concatenate([self._state, np.array(cols, dtype=np.int64).T], axis=1)
         if self.sampler is not None:
@@ -225,7 +229,7 @@ class FastReplica(ReplicaBase):
         """Drop finished rows (their fields reach the request table in `flush`)."""
         gone = self._state[:, finished]
         self._retired.append((gone, finish_ns))
-        self.release(gone.shape[1], int(gone[NEED].sum()), finish_ns)
+        self.release(gone[RID], int(gone[NEED].sum()), finish_ns)
         keep = ~finished
         self._state = self._state[:, keep]
         self._surv = self._surv[keep]
@@ -261,6 +265,15 @@ class FastReplica(ReplicaBase):
         end = m - 1 if last_fin >= m else last_fin
         if t_arr is not None and m > 1:
             end = min(end, int(np.searchsorted(times, t_arr, side="left")))
+        think = self.cluster.closed_think_ns
+        if think is not None and not self.waiting:
+            # a closed loop: the first finish sends its user's next request think_ns later
+            first_t = int(times[0]) if done0 else None
+            if int(fin.min()) < m:
+                t = int(times[int(fin.min())])
+                first_t = t if first_t is None else min(first_t, t)
+            if first_t is not None:
+                end = min(end, int(np.searchsorted(times, first_t + think, side="left")))
         kv_need = self.table.kv_need
         # requests done at column 0 are no longer running but still hold their KV
         freed_kv0 = int(kv_need[done0].sum()) if done0 else 0

@@ -109,6 +109,7 @@ class LoopReplica(ReplicaBase):
         lag, oracle, budget = self.policy.lag, self._oracle, self.budget
         total = self._sum_lengths
         unbounded = self._unbounded
+        closed = self.cluster.closed_think_ns is not None
         while True:
             r = len(rid)
             if oracle:
@@ -175,11 +176,24 @@ class LoopReplica(ReplicaBase):
                     if joiners:
                         self._join(joiners, it)
                 kv_sum, total = self._kv_sum, self._sum_lengths
+                if closed:          # a closed loop's finishes send the users' next requests
+                    t_next = self.cluster.next_arrival_ns(self)
+                    if t_next is not None and t_next < t_arr:
+                        t_arr = t_next
             now = end
             if now >= t_arr:
                 break
             if waiting:
-                self.admit()
+                if self.prefill_elsewhere:       # admitted requests join the rows at once
+                    self._kv_sum, self.iterations = kv_sum, it
+                    self.admit(now)
+                    kv_sum, total = self._kv_sum, self._sum_lengths
+                    if closed:          # a request owing one token finishes on admission
+                        t_next = self.cluster.next_arrival_ns(self)
+                        if t_next is not None and t_next < t_arr:
+                            t_arr = t_next
+                else:
+                    self.admit()
             if not prefilling and not rid:
                 break
         self._kv_sum = kv_sum
@@ -249,6 +263,9 @@ class LoopReplica(ReplicaBase):
             self._kv_sum += self._prompt[rid] + 1
         self._refresh()
 
+    def join_decoding(self, rids: list[int]) -> None:
+        self._join(rids, self.iterations)
+
     def _retire(self, done: list[int], end: int, it: int) -> None:
         """Rows that emitted their last token in iteration it-1, ending at `end`."""
         self._settle(it)
@@ -266,7 +283,7 @@ class LoopReplica(ReplicaBase):
                                   ver if drafts is None else steps * drafts))
             self._kv_sum += self._owed[k] - prompt[rid] - out   # drop the overshoot and the row
             kv += need[rid]
-        self.release(len(done), kv, end)
+        self.release([self._rid[k] for k in done], kv, end)
         if len(done) == 1:
             k = done[0]
             for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,

@@ -34,6 +34,13 @@ class Columns:
     budget: np.ndarray | None = None    # (C,) lagged budgets (dspark-lagged only)
 
 
+def scheduler_sps(cols: "Columns", cost: IterationCost):
+    """SPS callable for the scheduler over C iterations: batch tokens (C, n) -> iterations per
+    second, each iteration at its own number of decoding requests."""
+    requests = cols.active.sum(axis=1)[:, None]
+    return lambda b: cost.scheduler_sps(b, requests)
+
+
 def cap_in_order(lengths: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """Trim verify lengths so each iteration's total fits `cap`; earlier rows keep theirs first."""
     before = np.cumsum(lengths, axis=1) - lengths
@@ -160,7 +167,7 @@ class DSpark(Policy):
         self.drafts = gamma
 
     def verify(self, cols, cost):
-        return schedule_batch(cols.surv, cols.active, cols.base, cols.cap, cost.sps)
+        return schedule_batch(cols.surv, cols.active, cols.base, cols.cap, scheduler_sps(cols, cost))
 
     def plan(self, surv, cap, cost):
         return _SchedulePlan(RankedBatch(surv, cap), cost)
@@ -174,7 +181,7 @@ class _SchedulePlan(Plan):
 
     def lengths(self, base: int) -> np.ndarray:
         return memo(self._by_base, base, lambda: self.ranked.lengths(
-            base, self.cost.sps_table(base + self.ranked.max_batch)))
+            base, self.cost.scheduler_sps_table(self.ranked.n, base + self.ranked.max_batch)))
 
     def lengths_list(self, base: int) -> list[int]:
         if base == 0 and self._list0 is not None:
@@ -182,7 +189,8 @@ class _SchedulePlan(Plan):
         if self.ranked.limit > 48:        # numpy wins on long candidate lists
             out = self.lengths(base).tolist()
         else:
-            out = self.ranked.lengths_py(base, self.cost.sps_list(base + self.ranked.max_batch))
+            out = self.ranked.lengths_py(
+                base, self.cost.scheduler_sps_list(self.ranked.n, base + self.ranked.max_batch))
         if base == 0:
             self._list0 = out
         return out
@@ -201,7 +209,7 @@ class DSparkLagged(Policy):
         self.drafts = gamma
 
     def raw_budget(self, cols, cost):
-        return budget_batch(cols.surv, cols.active, cols.base, cols.cap, cost.sps)
+        return budget_batch(cols.surv, cols.active, cols.base, cols.cap, scheduler_sps(cols, cost))
 
     def verify(self, cols, cost):
         return top_k_batch(cols.surv, cols.active, np.minimum(cols.budget, np.maximum(cols.cap, 0)))
@@ -221,7 +229,7 @@ class LaggedPlan(Plan):
 
     def raw(self, base: int) -> int:
         return memo(self._raw, base, lambda: self.ranked.budget_py(
-            base, self.cost.sps_list(base + self.ranked.max_batch)))
+            base, self.cost.scheduler_sps_list(self.ranked.n, base + self.ranked.max_batch)))
 
     def lengths_for(self, budget: int) -> list[int]:
         k = min(budget, self.cap)

@@ -13,6 +13,9 @@ from .replica import ReplicaBase
 class ReferenceReplica(ReplicaBase):
     """Runs exactly one iteration per call."""
 
+    def join_decoding(self, rids: list[int]) -> None:
+        self.decoders = [int(x) for x in self.decoders] + list(rids)
+
     def advance(self) -> int:
         t = self.table
         now = int(self.env.now)

@@ -1,7 +1,7 @@
 """`replay`: simulate serving a trace under one or more policies; results and output files."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_
 from ..traces.schema import Trace, load_trace
 from .cluster import ROUTER_ALIASES, simulate
 from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
+from .load import ClosedLoop
 from .metrics import requests_csv, requests_frame, summarise
 from .policies import check_policy_name, make_policy
 
@@ -43,21 +44,28 @@ def _name(obj: Any, given: str | Path | None) -> str:
 def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
            *, replicas: int = 1, router: str = "round-robin", seed: int = 0, engine: str = "fast",
            trace_name: str | None = None, hw_name: str | None = None,
-           acceptance_name: str | None = None) -> ReplayResult:
-    """Simulate `trace` on `replicas` replicas of `hw` under `policy`; return the results."""
+           acceptance_name: str | None = None, closed_loop: ClosedLoop | None = None,
+           prefill: str = "local") -> ReplayResult:
+    """Simulate `trace` on `replicas` replicas of `hw` under `policy`; return the results.
+    With `closed_loop`, users send the trace's requests back to back (sim/load.py); with
+    prefill 'disaggregated', the replicas only decode (prompts are prefilled elsewhere)."""
     check_policy_name(policy)
     probe = make_policy(policy, acceptance.gamma if acceptance is not None else 1)
     if probe.speculative and acceptance is None:
         raise InputError(f"policy {policy} needs an acceptance profile", field="acceptance")
     outcome = simulate(trace, policy, hw, acceptance if probe.speculative else None,
-                       replicas=replicas, router=router, seed=seed, engine=engine)
+                       replicas=replicas, router=router, seed=seed, engine=engine,
+                       closed_loop=closed_loop, prefill=prefill)
     frame = requests_frame(outcome.table)
     summary = summarise(frame, policy=policy, trace=trace_name or trace.name,
                         hw=hw_name or hw.name,
                         acceptance=(acceptance_name or acceptance.name) if probe.speculative else None,
                         seed=seed, gpus=hw.gpus_per_replica * replicas,
                         iterations=outcome.iterations, sim_wall_s=outcome.wall_s)
-    summary.update({"replicas": replicas, "router": ROUTER_ALIASES.get(router, router), "gpus": hw.gpus_per_replica * replicas})
+    summary.update({"replicas": replicas, "router": ROUTER_ALIASES.get(router, router),
+                    "gpus": hw.gpus_per_replica * replicas,
+                    "closed_loop": asdict(closed_loop) if closed_loop is not None else None,
+                    "prefill": prefill})
     return ReplayResult(policy, frame, summary)
 
 

@@ -69,6 +69,7 @@ class ReplicaBase:
         self.finished = 0
         self.iterations = 0
         self.history: list[int] = []           # raw lagged budgets of the last two iterations
+        self.prefill_elsewhere = cluster.prefill_elsewhere   # disaggregated prefill
         self._run_finish_ns = _EMPTY             # finish times committed by the current advance()
         self._wake: simpy.Event | None = None
         self.process = env.process(self._run())
@@ -109,20 +110,43 @@ class ReplicaBase:
 
     # --- shared steps --------------------------------------------------------------------------
 
-    def admit(self) -> None:
-        """FCFS admission under max_batch_requests and KV capacity (reserve prompt + output)."""
+    def admit(self, t_ns: int | None = None) -> None:
+        """FCFS admission under max_batch_requests and KV capacity (reserve prompt + output) at
+        the iteration boundary t (default: now). With prefill elsewhere (disaggregated), an
+        admitted request arrives with its prompt's KV and first token and decodes at once."""
+        while self._admit_pass(t_ns):        # disaggregated: finishes on admission free room
+            pass
+
+    def _admit_pass(self, t_ns: int | None) -> bool:
+        """One pass of admission; True when requests with prefill elsewhere were admitted."""
         need = self._need
+        elsewhere: list[int] = []
         while self.waiting:
             rid = self.waiting[0]
-            if len(self.prefilling) + len(self.decoders) >= self.max_requests:
-                return
+            if len(self.prefilling) + len(self.decoders) + len(elsewhere) >= self.max_requests:
+                break
             if self.kv_used + need[rid] > self.kv_capacity:
-                return
+                break
             self.waiting.popleft()
             self.kv_used += need[rid]
+            if self.prefill_elsewhere:
+                elsewhere.append(rid)
+                continue
             self.prefilling.append(rid)
             self._prefilled[rid] = 0
             self._pending += self._prompt[rid]
+        if elsewhere:
+            t = int(self.env.now) if t_ns is None else t_ns
+            for rid in elsewhere:
+                self.table.prefilled[rid] = self._prompt[rid]
+            joiners = self.stamp_prefill(elsewhere, t)
+            if joiners:
+                self.join_decoding(joiners)
+        return bool(elsewhere)
+
+    def join_decoding(self, rids: list[int]) -> None:  # pragma: no cover
+        """Requests (first token emitted) that decode from the next iteration on."""
+        raise NotImplementedError
 
     def head_fits_after(self, freed_requests: int, freed_kv: int) -> bool:
         """Would the head of the queue be admitted once these resources are freed?"""
@@ -187,14 +211,18 @@ class ReplicaBase:
         if len(rids) == 0:
             return
         self.table.finish_ns[rids] = t_ns
-        self.release(len(rids), int(self.table.kv_need[rids].sum()), t_ns)
+        self.release(rids, int(self.table.kv_need[rids].sum()), t_ns)
 
-    def release(self, count: int, kv: int, t_ns) -> None:
-        """Free the slots and KV of `count` requests finishing at t (scalar or per request)."""
+    def release(self, rids, kv: int, t_ns) -> None:
+        """Free the slots and KV of requests `rids` finishing at t (scalar or per request); in a
+        closed loop their users send their next requests."""
+        count = len(rids)
         self.kv_used -= kv
         self.finished += count
         if self.cluster.tracks_outstanding:
             self._run_finish_ns = np.concatenate([self._run_finish_ns, np.broadcast_to(t_ns, count)])
+        if self.cluster.closed_think_ns is not None:
+            self.cluster.finished(self, rids, t_ns)
 
     def flush(self) -> None:
         """Write any state the engine keeps locally into the request table."""

@@ -46,3 +46,14 @@ def empirical(requests_by_task: dict[str, list[dict]], gamma: int, kind="dspark"
         "schema": "dspark-sim/acceptance/v1", "name": "e", "gamma": gamma, "drafter_kind": kind,
         "default_task": next(iter(requests_by_task)),
         "tasks": {t: {"kind": "empirical", "requests": r} for t, r in requests_by_task.items()}})
+
+
+ENGINE_FIELDS = ("replica", "first_token_ns", "finish_ns", "steps", "drafted", "verified", "accepted")
+
+
+def assert_same_outcome(out, ref, label: str = "", fields=ENGINE_FIELDS) -> None:
+    """Two simulations agree on every per-request result and on the iteration count."""
+    for name in fields:
+        np.testing.assert_array_equal(getattr(out.table, name), getattr(ref.table, name),
+                                      err_msg=f"{label} {name}")
+    assert out.iterations == ref.iterations, label

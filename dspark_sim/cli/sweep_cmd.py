@@ -1,0 +1,152 @@
+"""`dspark-sim sweep` (load sweeps, Pareto frontiers, SLA table) and `dspark-sim plan` (replicas
+needed per policy)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
+
+_ACC_HELP = ("Acceptance profile for every speculative policy (name or path), or POLICY=ACC,... "
+             f"per policy. Default: {DEFAULT_MTP1_ACCEPTANCE} for mtp1, {DEFAULT_ACCEPTANCE} for the others.")
+_POLICY_HELP = "Comma-separated policies: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle."
+_PREFILL_HELP = ("local: replicas prefill the prompts too (chunked prefill); disaggregated: "
+                 "prompts are prefilled elsewhere and the replicas only decode (TTFT = queueing).")
+
+
+def _print_table(markdown: str, title: str) -> None:
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    console = Console(width=160)
+    console.print(f"[bold]{title}[/bold]")
+    console.print(Markdown(markdown))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sweep")
+    def sweep_cmd(
+        trace: Path = typer.Option(..., "--trace", help="Trace JSONL: arrivals (rate load) or the "
+                                   "request lengths and tasks the users send (concurrency load)."),
+        policies: str = typer.Option("mtp1,static-3,dspark", "--policies", help=_POLICY_HELP),
+        hw: str = typer.Option(DEFAULT_HW, "--hw", help="Hardware profile: shipped name or YAML path."),
+        acceptance: Optional[str] = typer.Option(None, "--acceptance", help=_ACC_HELP),
+        load: str = typer.Option("concurrency", "--load", help="concurrency: a closed loop of C "
+                                 "users (each sends its next request when the previous one "
+                                 "finishes); rate: the trace's arrivals sped up by a factor."),
+        points: int = typer.Option(10, "--points", help="Load points per policy (geometric spacing)."),
+        load_range: Optional[str] = typer.Option(None, "--load-range", help="LOW,HIGH of the load: "
+                                                 "users (default 1 to the profile's "
+                                                 "max_batch_requests x replicas) or rate factors "
+                                                 "(default 0.25,4)."),
+        sla: str = typer.Option("80,120", "--sla", help="SLAs in tok/s/user, comma-separated."),
+        sla_percentile: str = typer.Option("50", "--sla-percentile", help="A point meets an SLA "
+                                           "when this percentile of its requests' tok/s/user is >= "
+                                           "the SLA (50: the median request; 10: 90% of requests), "
+                                           "or 'mean' for their mean."),
+        seeds: int = typer.Option(1, "--seeds", help="Seeds per point (acceptance draws; in a closed "
+                                  "loop also the trace rows the users start from)."),
+        replicas: int = typer.Option(1, "--replicas", help="Replicas per point."),
+        router: str = typer.Option("rr", "--router", help="rr or least-outstanding (rate load; a "
+                                   "closed loop pins user u to replica u mod N)."),
+        requests_per_user: int = typer.Option(16, "--requests-per-user", help="Concurrency load: "
+                                              "requests each user sends."),
+        warmup: int = typer.Option(1, "--warmup", help="Concurrency load: each user's first "
+                                   "requests left out of the metrics."),
+        think: float = typer.Option(0.0, "--think", help="Concurrency load: seconds a user waits "
+                                    "between a finish and its next request."),
+        requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's first "
+                                               "N requests."),
+        prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
+        baseline: str = typer.Option("mtp1", "--baseline", help="Policy the gains are relative to."),
+        workers: int = typer.Option(2, "--workers", help="Parallel worker processes (or Ray CPUs)."),
+        executor: str = typer.Option("local", "--executor", help="local (processes) or ray "
+                                     "(pip install 'dspark-sim[ray]')."),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address "
+                                                  "(default: start a local Ray instance)."),
+        cache: Optional[Path] = typer.Option(None, "--cache", help="Per-point result cache "
+                                             "(default DIR/cache); finished points are reused."),
+        out: Path = typer.Option(Path("runs/sweep"), "--out", help="Output directory."),
+    ) -> None:
+        """Sweep load per policy: frontier and concurrency plots, SLA table (docs/sweeps.md)."""
+        from ..sim.replay import parse_acceptance_option, parse_policies
+        from ..sweep.frontier import sla_markdown, stat_label
+        from ..sweep.run import SweepConfig, run_sweep, write_sweep
+        from ..sweep.spec import parse_numbers, parse_range
+
+        pols = parse_policies(policies)
+        cfg = SweepConfig(trace=str(trace), policies=pols, hw=hw,
+                          acceptance=parse_acceptance_option(acceptance, pols), load_mode=load,
+                          points=points, load_range=parse_range(load_range), seeds=seeds,
+                          replicas=replicas, router=router, requests_per_user=requests_per_user,
+                          warmup=warmup, think_s=think, max_requests=requests, prefill=prefill,
+                          slas=parse_numbers(sla, "sla"), percentile=sla_percentile,
+                          baseline=baseline)
+        result = run_sweep(cfg, cache_dir=cache or out / "cache", workers=workers,
+                           executor=executor, show_progress=True, ray_address=ray_address)
+        written = write_sweep(result, out)
+        _print_table(sla_markdown(result.sla), f"max throughput per GPU meeting each SLA "
+                     f"(tok/s/user {stat_label(cfg.percentile)}), {load} load, {prefill} prefill")
+        typer.echo(f"{len(result.results)} points: {result.cached} from the cache, "
+                   f"{result.computed} simulated, {result.wall_s:.1f} s")
+        typer.echo("wrote " + ", ".join(str(w) for w in written))
+
+    @app.command("plan")
+    def plan_cmd(
+        trace: Path = typer.Option(..., "--trace", help="Trace JSONL to serve."),
+        sla: float = typer.Option(..., "--sla", help="tok/s/user the requests must get."),
+        sla_percentile: str = typer.Option("50", "--sla-percentile", help="Percentile of the "
+                                           "requests' tok/s/user that must meet the SLA, or 'mean'."),
+        ttft_p99: float = typer.Option(30.0, "--ttft-p99", help="Bound on TTFT p99 in seconds; "
+                                       "it also rejects replica counts that cannot keep up (their "
+                                       "queue, and TTFT, grow through the trace)."),
+        policies: str = typer.Option("mtp1,static-3,dspark", "--policies", help=_POLICY_HELP),
+        hw: str = typer.Option(DEFAULT_HW, "--hw", help="Hardware profile: shipped name or YAML path."),
+        acceptance: Optional[str] = typer.Option(None, "--acceptance", help=_ACC_HELP),
+        rate_scale: float = typer.Option(1.0, "--rate-scale", help="Serve the trace's arrivals sped "
+                                         "up by this factor (2: traffic doubles)."),
+        router: str = typer.Option("least-outstanding", "--router", help="rr or least-outstanding."),
+        seeds: int = typer.Option(1, "--seeds", help="A count passes only if every seed passes."),
+        max_replicas: int = typer.Option(1024, "--max-replicas", help="Largest count tried."),
+        requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's first "
+                                               "N requests."),
+        prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
+        baseline: str = typer.Option("mtp1", "--baseline", help="Policy the savings are relative to."),
+        gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="Price of one "
+                                                      "GPU-hour, for a cost column."),
+        workers: int = typer.Option(2, "--workers", help="Parallel worker processes (or Ray CPUs)."),
+        executor: str = typer.Option("local", "--executor", help="local (processes) or ray."),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address."),
+        cache: Optional[Path] = typer.Option(None, "--cache", help="Per-evaluation result cache "
+                                             "(default DIR/cache)."),
+        out: Path = typer.Option(Path("runs/plan"), "--out", help="Output directory."),
+    ) -> None:
+        """Fewest replicas (and GPUs) serving TRACE within the SLA, per policy (docs/sweeps.md)."""
+        from ..fileio import write_json_atomic, write_text_atomic
+        from ..sim.replay import parse_acceptance_option, parse_policies
+        from ..sweep.frontier import stat_label
+        from ..sweep.plan import PlanConfig, plan_capacity, plan_markdown
+        from ..sweep.run import write_table
+
+        pols = parse_policies(policies)
+        cfg = PlanConfig(trace=str(trace), policies=pols, sla=sla, hw=hw,
+                         acceptance=parse_acceptance_option(acceptance, pols),
+                         percentile=sla_percentile, ttft_p99_s=ttft_p99, rate_scale=rate_scale,
+                         router=router, seeds=seeds, max_replicas=max_replicas,
+                         max_requests=requests, prefill=prefill, baseline=baseline,
+                         gpu_hour_cost=gpu_hour_cost)
+        result = plan_capacity(cfg, cache_dir=cache or out / "cache", workers=workers,
+                               executor=executor, show_progress=True, ray_address=ray_address)
+        markdown = plan_markdown(result.table, baseline)
+        written = write_table(result.table, out / "plan.csv")
+        written += write_table(result.evaluations, out / "evaluations.csv")
+        write_text_atomic(out / "plan.md", markdown)
+        write_json_atomic(out / "plan.json", {"cached": result.cached, "computed": result.computed,
+                                              "wall_s": result.wall_s, **vars(cfg)})
+        _print_table(markdown, f"replicas serving {trace.name} x{rate_scale:g} at {sla:g} tok/s/user "
+                     f"({stat_label(cfg.percentile)}), TTFT p99 <= {ttft_p99:g} s")
+        typer.echo(f"{len(result.evaluations)} evaluations: {result.cached} from the cache, "
+                   f"{result.computed} simulated, {result.wall_s:.1f} s")
+        typer.echo("wrote " + ", ".join(str(w) for w in written + [out / "plan.md", out / "plan.json"]))

@@ -1,0 +1,206 @@
+"""Capacity planning: the fewest replicas that serve a trace within an SLA, per policy.
+
+A replica count *serves* the trace when, replaying the whole trace (arrival rate x
+`rate_scale`) on that many replicas, tps_user at percentile P >= the SLA and TTFT p99 <= the
+bound, for every seed. Overload makes the queue (and so TTFT) grow through the trace, so the
+TTFT bound is also what rejects a count that cannot keep up. Assuming more replicas never
+hurt, the search doubles the count until it serves (1, 2, 4, ...), then bisects between the
+last count that did not and the first that did. All policies search in lock step, so each
+round's evaluations run in parallel; every evaluation is a cached sweep point.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..sim.cluster import PREFILL_MODES, ROUTER_ALIASES
+from ..sim.defaults import DEFAULT_HW
+from .cache import PointCache
+from .executors import run_points
+from .frontier import format_gain, parse_statistic, tps_of
+from .run import SweepConfig, resolve_inputs
+from .spec import Point
+
+
+@dataclass
+class PlanConfig:
+    """What to plan (see `dspark-sim plan --help`)."""
+
+    trace: str
+    policies: list[str]
+    sla: float
+    hw: str = DEFAULT_HW
+    acceptance: dict[str, str | None] = field(default_factory=dict)
+    percentile: int | str = 50      # or "mean"
+    ttft_p99_s: float | None = 30.0
+    rate_scale: float = 1.0
+    router: str = "least-outstanding"
+    seeds: int = 1
+    max_replicas: int = 1024
+    max_requests: int | None = None
+    prefill: str = "local"
+    baseline: str | None = "mtp1"
+    gpu_hour_cost: float | None = None
+
+
+@dataclass
+class PlanResult:
+    """Per policy: the replicas found and the evaluations that led there."""
+
+    config: PlanConfig
+    table: pd.DataFrame
+    evaluations: pd.DataFrame
+    cached: int
+    computed: int
+    wall_s: float
+
+
+class _Search:
+    """Exponential then binary search of the smallest passing count in 1..max (monotone)."""
+
+    def __init__(self, upper: int) -> None:
+        self.fail, self.ok, self.upper = 0, None, upper     # largest failing, smallest passing
+
+    def next(self) -> int | None:
+        if self.ok is None:
+            n = max(1, 2 * self.fail)
+            return min(n, self.upper) if self.fail < self.upper else None
+        return (self.fail + self.ok) // 2 if self.ok - self.fail > 1 else None
+
+    def record(self, n: int, passed: bool) -> None:
+        if passed:
+            self.ok = n if self.ok is None else min(self.ok, n)
+        else:
+            self.fail = max(self.fail, n)
+
+
+def passes(metrics: list[dict[str, Any]], cfg: PlanConfig) -> bool:
+    """Every seed meets the tps_user SLA at the percentile and the TTFT bound."""
+    for m in metrics:
+        tps = tps_of(m, cfg.percentile)
+        if tps is None or tps < cfg.sla:
+            return False
+        if cfg.ttft_p99_s is not None and m["ttft_p99_s"] > cfg.ttft_p99_s:
+            return False
+    return True
+
+
+def _check(cfg: PlanConfig) -> None:
+    if not cfg.sla > 0:
+        raise InputError(f"must be > 0, got {cfg.sla}", field="sla")
+    if not cfg.rate_scale > 0 or not np.isfinite(cfg.rate_scale):
+        raise InputError(f"must be a positive number, got {cfg.rate_scale}", field="rate-scale")
+    if cfg.max_replicas < 1:
+        raise InputError(f"must be >= 1, got {cfg.max_replicas}", field="max-replicas")
+    if cfg.ttft_p99_s is not None and not cfg.ttft_p99_s > 0:
+        raise InputError(f"must be > 0, got {cfg.ttft_p99_s}", field="ttft-p99")
+    if cfg.seeds < 1:
+        raise InputError(f"must be >= 1, got {cfg.seeds}", field="seeds")
+    cfg.percentile = parse_statistic(cfg.percentile)
+    if cfg.router not in ROUTER_ALIASES:
+        raise InputError(f"unknown router {cfg.router!r}; choose rr or least-outstanding", field="router")
+    if cfg.prefill not in PREFILL_MODES:
+        raise InputError(f"unknown prefill mode {cfg.prefill!r}; choose {' or '.join(PREFILL_MODES)}",
+                         field="prefill")
+
+
+def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor: str = "local",
+                  show_progress: bool = False, ray_address: str | None = None) -> PlanResult:
+    """Search each policy's minimum replica count; return the cost table."""
+    _check(cfg)
+    t0 = time.perf_counter()
+    trace, hw_path, accs, hw = resolve_inputs(SweepConfig(cfg.trace, cfg.policies, hw=cfg.hw,
+                                                          acceptance=cfg.acceptance))
+    base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode="rate",
+                 load=cfg.rate_scale, router=ROUTER_ALIASES[cfg.router], max_requests=cfg.max_requests,
+                 prefill=cfg.prefill)
+    cache = PointCache(cache_dir)
+    searches = {p: _Search(cfg.max_replicas) for p in cfg.policies}
+    seen: dict[Point, dict[str, Any]] = {}
+    cached = computed = 0
+    while True:
+        asks = {p: s.next() for p, s in searches.items()}
+        asks = {p: n for p, n in asks.items() if n is not None}
+        if not asks:
+            break
+        points = [replace(base, policy=p, acceptance=accs[p], replicas=n, seed=s)
+                  for p, n in asks.items() for s in range(cfg.seeds)]
+        todo = []
+        for pt in points:
+            hit = cache.get(pt.key())
+            if hit is None:
+                todo.append(pt)
+            else:
+                seen[pt] = hit
+                cached += 1
+
+        def keep(pt: Point, m: dict[str, Any]) -> None:
+            cache.put(pt.key(), pt, m)
+            seen[pt] = m
+
+        run_points(todo, keep, workers=workers, executor=executor, show_progress=show_progress,
+                   ray_address=ray_address, what="plan round")
+        computed += len(todo)
+        for p, n in asks.items():
+            ms = [seen[pt] for pt in points if pt.policy == p]
+            searches[p].record(n, passes(ms, cfg))
+    evaluations = _evaluations(seen, cfg)
+    table = _cost_table(searches, seen, cfg, hw.gpus_per_replica)
+    return PlanResult(cfg, table, evaluations, cached, computed, time.perf_counter() - t0)
+
+
+def _evaluations(seen: dict[Point, dict[str, Any]], cfg: PlanConfig) -> pd.DataFrame:
+    rows = [{"policy": pt.policy, "replicas": pt.replicas, "seed": pt.seed,
+             "tps_user": tps_of(m, cfg.percentile),
+             "ttft_p99_s": m["ttft_p99_s"], "throughput_tok_s_per_gpu": m["throughput_tok_s_per_gpu"],
+             "passes": passes([m], cfg)} for pt, m in seen.items()]
+    return pd.DataFrame(rows).sort_values(["policy", "replicas", "seed"]).reset_index(drop=True)
+
+
+def _cost_table(searches: dict[str, _Search], seen: dict[Point, dict[str, Any]], cfg: PlanConfig,
+                gpus_per_replica: int) -> pd.DataFrame:
+    rows = []
+    for p, s in searches.items():
+        row: dict[str, Any] = {"policy": p, "sla_tps_user": cfg.sla, "percentile": cfg.percentile,
+                               "ttft_p99_bound_s": cfg.ttft_p99_s, "rate_scale": cfg.rate_scale}
+        if s.ok is None:
+            row.update(replicas=np.nan, gpus=np.nan, status=f"unmet up to {cfg.max_replicas} replicas")
+        else:
+            ms = [m for pt, m in seen.items() if pt.policy == p and pt.replicas == s.ok]
+            row.update(replicas=s.ok, gpus=s.ok * gpus_per_replica, status="ok",
+                       tps_user=float(np.mean([tps_of(m, cfg.percentile) for m in ms])),
+                       ttft_p99_s=float(np.mean([m["ttft_p99_s"] for m in ms])),
+                       throughput_tok_s_per_gpu=float(np.mean([m["throughput_tok_s_per_gpu"] for m in ms])))
+            if cfg.gpu_hour_cost is not None:
+                row["cost_per_hour"] = row["gpus"] * cfg.gpu_hour_cost
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if cfg.baseline in set(table["policy"]):
+        b = float(table.loc[table["policy"] == cfg.baseline, "gpus"].iloc[0])
+        table["gpus_saved_vs_baseline"] = (b - table["gpus"]) / b if b == b else np.nan
+    return table
+
+
+def plan_markdown(table: pd.DataFrame, baseline: str | None) -> str:
+    """The cost table as Markdown."""
+    head = ["policy", "replicas", "GPUs", "tok/s/user", "TTFT p99 (s)", "tok/s/GPU"]
+    has_cost = "cost_per_hour" in table
+    has_saved = "gpus_saved_vs_baseline" in table
+    head += ["cost/hour"] if has_cost else []
+    head += [f"GPUs saved vs {baseline}"] if has_saved else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, r in table.iterrows():
+        if r["status"] != "ok":
+            lines.append("| " + " | ".join([r["policy"], r["status"]] + [""] * (len(head) - 2)) + " |")
+            continue
+        cells = [r["policy"], f"{int(r['replicas'])}", f"{int(r['gpus'])}", f"{r['tps_user']:.1f}",
+                 f"{r['ttft_p99_s']:.2f}", f"{r['throughput_tok_s_per_gpu']:,.0f}"]
+        cells += [f"{r['cost_per_hour']:,.2f}"] if has_cost else []
+        cells += [format_gain(r["gpus_saved_vs_baseline"]) if r["policy"] != baseline else "-"] if has_saved else []
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,210 @@
+"""`run_sweep`: policies x loads x seeds -> results table, SLA table, frontier and concurrency plots.
+
+Inputs are loaded and validated before anything is simulated; each point's metrics are cached
+as soon as it finishes (cache.py), so a rerun recomputes only the points that are missing.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import InputError
+from ..fileio import atomic_path, write_json_atomic, write_text_atomic
+from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
+                                 load_hw_profile)
+from ..sim.cluster import PREFILL_MODES, ROUTER_ALIASES
+from ..sim.defaults import DEFAULT_HW
+from ..sim.policies import make_policy
+from ..sim.replay import default_acceptance
+from ..traces.schema import load_trace
+from .cache import PointCache
+from .executors import run_points
+from .frontier import parse_statistic, sla_markdown, sla_table, tps_column
+from .point import PERCENTILES
+from .spec import LOAD_MODES, Point, load_grid, sim_version
+
+DEFAULT_USERS_MAX = 256          # top of the default users range when the profile sets no batch limit
+DEFAULT_RATE_RANGE = (0.25, 4.0)
+
+
+@dataclass
+class SweepConfig:
+    """What to sweep (see `dspark-sim sweep --help` for each field's meaning)."""
+
+    trace: str
+    policies: list[str]
+    hw: str = DEFAULT_HW
+    acceptance: dict[str, str | None] = field(default_factory=dict)   # per policy; missing: default
+    load_mode: str = "concurrency"
+    points: int = 10
+    load_range: tuple[float, float] | None = None
+    seeds: int = 1
+    replicas: int = 1
+    router: str = "round-robin"
+    requests_per_user: int = 16
+    warmup: int = 1
+    think_s: float = 0.0
+    max_requests: int | None = None
+    prefill: str = "local"
+    slas: list[float] = field(default_factory=lambda: [80.0, 120.0])
+    percentile: int | str = 50      # or "mean"
+    baseline: str | None = "mtp1"
+    engine: str = "fast"
+
+
+@dataclass
+class SweepResult:
+    """Per-point rows, the SLA table and what the run cost."""
+
+    config: SweepConfig
+    results: pd.DataFrame
+    sla: pd.DataFrame
+    cached: int
+    computed: int
+    wall_s: float
+    load_values: list[float] = field(default_factory=list)
+
+
+def _check(cfg: SweepConfig) -> None:
+    if cfg.load_mode not in LOAD_MODES:
+        raise InputError(f"unknown load mode {cfg.load_mode!r}; choose {' or '.join(LOAD_MODES)}",
+                         field="load")
+    if cfg.seeds < 1:
+        raise InputError(f"must be >= 1, got {cfg.seeds}", field="seeds")
+    if cfg.replicas < 1:
+        raise InputError(f"must be >= 1, got {cfg.replicas}", field="replicas")
+    cfg.percentile = parse_statistic(cfg.percentile)
+    if cfg.load_mode == "concurrency" and cfg.requests_per_user <= cfg.warmup:
+        raise InputError(f"each user must send more requests ({cfg.requests_per_user}) than the "
+                         f"warm-up leaves out ({cfg.warmup})", field="requests-per-user")
+    if cfg.router not in ROUTER_ALIASES:
+        raise InputError(f"unknown router {cfg.router!r}; choose rr or least-outstanding", field="router")
+    if cfg.prefill not in PREFILL_MODES:
+        raise InputError(f"unknown prefill mode {cfg.prefill!r}; choose {' or '.join(PREFILL_MODES)}",
+                         field="prefill")
+    if cfg.max_requests is not None and cfg.max_requests < 1:
+        raise InputError(f"must be >= 1, got {cfg.max_requests}", field="requests")
+
+
+def resolve_inputs(cfg: SweepConfig) -> tuple[str, str, dict[str, str | None], Any]:
+    """Validate the trace and profiles; return the trace, hw and per-policy acceptance paths
+    and the loaded hardware profile."""
+    trace_path = Path(cfg.trace)
+    trace = load_trace(trace_path)
+    if len(trace) == 0:
+        raise InputError("the trace has no requests", file=trace_path)
+    hw_path = hw_profile_path(cfg.hw)
+    hw = load_hw_profile(hw_path)
+    accs: dict[str, str | None] = {}
+    for policy in cfg.policies:
+        spec = cfg.acceptance.get(policy, default_acceptance(policy))
+        if spec is None or policy == "ar":
+            make_policy(policy, 1)
+            accs[policy] = None
+            continue
+        path = acceptance_profile_path(spec)
+        make_policy(policy, load_acceptance_profile(path).gamma)    # static-K needs K <= gamma
+        accs[policy] = str(path.resolve())
+    return str(trace_path.resolve()), str(hw_path.resolve()), accs, hw
+
+
+def default_load_range(mode: str, hw, replicas: int) -> tuple[float, float]:
+    """Users 1 .. (batch limit x replicas), or arrival-rate factors 0.25 .. 4."""
+    if mode == "rate":
+        return DEFAULT_RATE_RANGE
+    limit = hw.max_batch_requests or hw.max_batch_tokens or DEFAULT_USERS_MAX
+    return 1.0, float(limit * replicas)
+
+
+def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
+    """Every (policy, load, seed) point of the sweep, and the load values."""
+    _check(cfg)
+    trace, hw_path, accs, hw = resolve_inputs(cfg)
+    low, high = cfg.load_range or default_load_range(cfg.load_mode, hw, cfg.replicas)
+    grid = load_grid(cfg.load_mode, cfg.points, low, high)
+    base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode=cfg.load_mode,
+                 load=0.0, replicas=cfg.replicas, router=ROUTER_ALIASES[cfg.router],
+                 requests_per_user=cfg.requests_per_user, warmup=cfg.warmup, think_s=cfg.think_s,
+                 max_requests=cfg.max_requests, prefill=cfg.prefill, engine=cfg.engine)
+    points = [replace(base, policy=p, acceptance=accs[p], load=v, seed=s)
+              for p in cfg.policies for v in grid.values for s in range(cfg.seeds)]
+    return points, grid.values
+
+
+def result_row(point: Point, metrics: dict[str, Any], percentile: int | str) -> dict[str, Any]:
+    """One tidy row: the point's settings and metrics, tps_user percentiles as columns."""
+    row = {k: v for k, v in asdict(point).items() if k not in ("trace", "hw", "engine")}
+    row["acceptance"] = Path(point.acceptance).name if point.acceptance else None
+    pct = metrics.get("tps_user_percentiles") or [None] * len(PERCENTILES)
+    for p in sorted({10, 50, 90} | ({percentile} - {"mean"})):
+        row[tps_column(p)] = pct[p]
+    row.update({k: v for k, v in metrics.items() if k != "tps_user_percentiles"})
+    return row
+
+
+def run_sweep(cfg: SweepConfig, *, cache_dir: str | Path | None = None, workers: int = 1,
+              executor: str = "local", show_progress: bool = False,
+              ray_address: str | None = None) -> SweepResult:
+    """Run (or read from the cache) every point; build the results and SLA tables."""
+    t0 = time.perf_counter()
+    points, values = build_points(cfg)
+    cache = PointCache(cache_dir)
+    keys = {p: p.key() for p in points}
+    metrics: dict[Point, dict[str, Any]] = {}
+    for p in points:
+        hit = cache.get(keys[p])
+        if hit is not None:
+            metrics[p] = hit
+    todo = [p for p in points if p not in metrics]
+    todo.sort(key=lambda p: -p.load)          # heaviest first: better packing on the workers
+
+    def keep(point: Point, m: dict[str, Any]) -> None:
+        cache.put(keys[point], point, m)
+        metrics[point] = m
+
+    run_points(todo, keep, workers=workers, executor=executor, show_progress=show_progress,
+               ray_address=ray_address, what="sweep")
+    rows = [result_row(p, metrics[p], cfg.percentile) for p in points]
+    results = pd.DataFrame(rows)
+    sla = sla_table(results, cfg.slas, cfg.percentile, cfg.baseline)
+    return SweepResult(cfg, results, sla, cached=len(points) - len(todo), computed=len(todo),
+                       wall_s=time.perf_counter() - t0, load_values=values)
+
+
+def write_table(frame: pd.DataFrame, path: Path) -> list[Path]:
+    """CSV, and Parquet beside it when pyarrow is installed."""
+    write_text_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+    written = [path]
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return written
+    parquet = path.with_suffix(".parquet")
+    with atomic_path(parquet) as tmp:
+        frame.to_parquet(tmp, index=False)
+    return written + [parquet]
+
+
+def write_sweep(result: SweepResult, out_dir: str | Path) -> list[Path]:
+    """results.csv/.parquet, sla.csv, sla.md, frontier.png, concurrency.png, sweep.json."""
+    from .plots import concurrency_plot, frontier_plot
+
+    cfg = result.config
+    out = Path(out_dir)
+    written = write_table(result.results, out / "results.csv")
+    written += write_table(result.sla, out / "sla.csv")
+    write_text_atomic(out / "sla.md", sla_markdown(result.sla))
+    title = (f"{Path(cfg.trace).name} on {Path(str(cfg.hw)).stem} x{cfg.replicas}\n"
+             f"{cfg.load_mode} load, {cfg.prefill} prefill, {cfg.seeds} seed(s)")
+    written += [out / "sla.md",
+                frontier_plot(result.results, result.sla, cfg.percentile, out / "frontier.png", title),
+                concurrency_plot(result.results, out / "concurrency.png", title)]
+    doc = {"config": asdict(cfg), "load_values": result.load_values, "points": len(result.results),
+           "cached": result.cached, "computed": result.computed, "wall_s": result.wall_s,
+           "sim_version": sim_version()}
+    write_json_atomic(out / "sweep.json", doc)
+    return written + [out / "sweep.json"]
