@@ -72,6 +72,28 @@ def check_engine_policy(policy: str) -> str:
     return policy
 
 
+def warm_up(parts: EngineParts, prompt: list[int]) -> None:
+    """Run the engine's code paths once before the clock starts, as a serving engine does at
+    start-up (first calls allocate buffers and pick kernels): a prefill of `prompt` (the first
+    request's), a draft step and a verify row of gamma + 1 tokens, on a KV region, drafter
+    state and generator of their own (the served requests see none of it)."""
+    from ..decode.context import Context
+    from .runner import Segment
+
+    runner, pool = parts.runner, parts.drafters
+    kv = runner.new_kv(len(prompt) + parts.gamma + 2)
+    out = runner.run([Segment(kv, list(prompt), "last")], pool.taps)[0]
+    generator = torch.Generator(device=runner.device).manual_seed(0)
+    ctx = Context(tokens=list(prompt), prompt_len=len(prompt), taps=pool.taps)
+    ctx.commit([int(parts.sampling.sample(out.logits[-1], generator).item())], out.features)
+    pool.begin(-1, ctx)
+    try:
+        draft = pool.propose([-1], [ctx], [parts.gamma], parts.sampling, generator)[0]
+        runner.run([Segment(kv, [ctx.anchor] + draft.tokens.tolist(), "all")], pool.taps)
+    finally:
+        pool.end(-1)
+
+
 def serve(trace: Trace, policy: str, target: HFTarget, drafter: Drafter, hw: HardwareProfile,
           acceptance: AcceptanceProfile | None, prompts: list[list[int]], *, gamma: int,
           sampling: Sampling = Sampling(), seed: int = 0, trace_name: str | None = None,
@@ -97,6 +119,8 @@ def serve(trace: Trace, policy: str, target: HFTarget, drafter: Drafter, hw: Har
     generator = torch.Generator(device=target.device).manual_seed(seed)
     parts = EngineParts(ModelRunner(target), DraftPool(drafter, target.device), prompts, gamma,
                         sampling, generator, progress=progress)
+    if prompts:
+        warm_up(parts, prompts[0])
     env = simpy.rt.RealtimeEnvironment(factor=1e-9, strict=False)     # time in nanoseconds
     cluster = Cluster(table, 1, "round-robin", hw, policy, acceptance if probe.speculative else None,
                       seed, env=env, replica_cls=partial(ServingReplica, parts=parts))

@@ -46,6 +46,8 @@ def test_iteration_cost_errors_use_the_profiles_cost():
     assert c["predicted_s"] == pytest.approx(sum(predicted))
     assert c["total_error"] == pytest.approx(sum(predicted) / 0.033 - 1)
     assert c["median_error"] == pytest.approx(np.median([predicted[0] / 0.022 - 1, predicted[1] / 0.011 - 1]))
+    assert c["decode_only_error"] == pytest.approx(predicted[0] / 0.022 - 1)
+    assert c["with_prefill_error"] == pytest.approx(predicted[1] / 0.011 - 1)
 
 
 def test_outputs_agree_counts_differing_requests():
