@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dspark_sim.fileio import write_text_atomic
 from dspark_sim.plots import new_figure, save_figure
 
 KINDS = ("mtp1", "eagle3", "dflash", "dspark")
@@ -149,7 +150,7 @@ def main() -> None:
     lines += ["## DSpark speculative decoding vs plain decoding (wall clock, this CPU)", ""] + speed_table(reports)
     lines += ["", "## Confidence calibration (DSpark, survival a_k vs P(drafts 1..k accepted))"] + calibration_table(a.runs)
     lines += ["", "## Training", ""] + training_table(a.runs)
-    (a.out / "results.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(a.out / "results.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

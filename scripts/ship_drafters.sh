@@ -11,7 +11,8 @@ export HF_HUB_OFFLINE=1
 CLI=.venv/bin/dspark-sim
 RUN=runs/train
 BUDGET=${BUDGET:-25}           # minutes of training per drafter
-N=${N:-50}                     # evaluation prompts per task
+N0=${N0:-30}                   # evaluation prompts per task at T = 0
+N1=${N1:-15}                   # ... at T = 1 (fewer: CPU time)
 THREADS=${THREADS:-1}
 SHIP=dspark_sim/data/drafters
 ACC=dspark_sim/data/acceptance
@@ -33,23 +34,26 @@ train)
   done ;;
 calibrate)
   for t in 0 1; do
-    $CLI calibrate --drafter dspark --temperature $t --n 40 --gamma 7 --max-new-tokens 128 \
+    n=40; [ $t = 1 ] && n=20
+    $CLI calibrate --drafter dspark --temperature $t --n $n --gamma 7 --max-new-tokens 128 \
       --report $RUN/calibration-t$t --threads $THREADS > logs/calibrate-t$t.log 2>&1
   done ;;
 measure)
   for t in 0 1; do
     for kind in dspark dflash eagle3 mtp1; do
       g=7; [ $kind = mtp1 ] && g=1
-      plain=--no-plain; [ $kind = dspark ] && plain=--plain
+      plain=--no-plain; [ $kind = dspark ] && [ $t = 0 ] && plain=--plain
+      n=$N0; [ $t = 1 ] && n=$N1
       name=smollm2-135m-$kind-g$g-t$t
-      $CLI measure --drafter $kind --tasks "$TASKS" --n $N --max-new-tokens 128 --gamma $g \
+      $CLI measure --drafter $kind --tasks "$TASKS" --n $n --max-new-tokens 128 --gamma $g \
         --temperature $t --seed 0 $plain --threads $THREADS \
         --out $RUN/measure/$name.acceptance.json > logs/measure-$kind-t$t.log 2>&1
-      cp $RUN/measure/$name.acceptance.json $ACC/
+      for ext in acceptance.json report.json report.md; do cp $RUN/measure/$name.$ext $ACC/; done
     done
   done ;;
 table)
-  .venv/bin/python benchmarks/drafters_table.py --measure $RUN/measure --runs $RUN --out docs/drafters ;;
+  .venv/bin/python benchmarks/drafters_table.py --measure $RUN/measure --runs $RUN --out docs/drafters
+  for t in 0 1; do cp $RUN/calibration-t$t/reliability.png docs/drafters/reliability-t$t.png; done ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 done
