@@ -108,8 +108,8 @@ def register(app: typer.Typer) -> None:
     @app.command("profile")
     def profile(
         out: Path = typer.Option(..., "--out", help="Write the measured profile YAML here (atomically)."),
-        target: Optional[str] = typer.Option(None, "--target", help="Model to time: a local Hugging Face "
-                                             "model folder ('embedded' once the decode core is in)."),
+        target: Optional[str] = typer.Option(None, "--target", help="Model to time: 'embedded' "
+                                             "(SmolLM2-135M-Instruct) or a local Hugging Face model folder."),
         random_config: Optional[str] = typer.Option(None, "--random-config", help="Instead of --target: "
                                                     f"build this config ({_PRESETS_HELP} or a config.json) "
                                                     "with random weights on the device and time it."),
@@ -123,7 +123,19 @@ def register(app: typer.Typer) -> None:
                                            help="Prompt chunk lengths of one request (empty cache)."),
         repeats: int = typer.Option(7, "--repeats", help="Timed runs per point (median, p10, p90)."),
         warmup: int = typer.Option(2, "--warmup", help="Untimed runs per point first."),
-        threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+        threads: int = typer.Option(2, "--threads", help="torch CPU threads (use the serving "
+                                    "engine's setting; 1 on a shared machine)."),
+        runner: str = typer.Option("engine", "--runner", help="engine: time the serving engine's own "
+                                   "iteration step (dspark_sim/serve; Llama-family models); hf: "
+                                   "transformers' forward with a DynamicCache."),
+        drafters: str = typer.Option("", "--drafters", help="Drafter kinds whose draft step to time "
+                                     "(engine runner), e.g. ngram,mtp1,eagle3,dflash,dspark; trained "
+                                     "kinds without a shipped checkpoint are timed with random "
+                                     "weights of the shipped configuration."),
+        draft_requests: str = typer.Option("", "--draft-requests", help="Request counts of the "
+                                           "draft timings [--batches]."),
+        draft_context: int = typer.Option(256, "--draft-context", help="Context tokens per request "
+                                          "in the draft timings."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Compare with the roofline of this GPU "
                                           "[the detected CUDA GPU; none on CPU]."),
         name: Optional[str] = typer.Option(None, "--name", help="Profile name [from device and model]."),
@@ -140,6 +152,14 @@ def register(app: typer.Typer) -> None:
             raise InputError("give exactly one of --target and --random-config", field="target")
         if repeats < 1 or warmup < 0 or threads < 1:
             raise InputError("--repeats and --threads must be >= 1, --warmup >= 0", field="repeats")
+        if runner not in ("engine", "hf"):
+            raise InputError(f"must be engine or hf, got {runner!r}", field="runner")
+        kinds = tuple(k.strip() for k in drafters.split(",") if k.strip())
+        if kinds and runner != "engine":
+            raise InputError("drafter timings need --runner engine", field="drafters")
+        draft_batches = _int_list(draft_requests, "draft-requests") if draft_requests else None
+        if draft_context < 2:
+            raise InputError(f"must be >= 2, got {draft_context}", field="draft-context")
         grid = ProfileGrid(_int_list(batches, "batches"), _int_list(widths, "widths"),
                            _int_list(contexts, "contexts"),
                            _int_list(prefill_chunks, "prefill-chunks") if prefill_chunks else (),
@@ -147,7 +167,8 @@ def register(app: typer.Typer) -> None:
         import torch
 
         from ..hardware.gpus import get_gpu, gpu_from_device_name
-        from ..hardware.measure import measure_profile
+        from ..decode.target import HFTarget
+        from ..hardware.measure import measure_engine_profile, measure_profile
         from ..hardware.models import load_hf_config_dict, load_model_shape
         from ..hardware.plot import plot_profile
         from ..hardware.random_model import build_random_model
@@ -162,8 +183,9 @@ def register(app: typer.Typer) -> None:
             model_name, config_ref = Path(random_config).stem, random_config
             console.print(f"building {random_config} with random weights on {device} ...")
             model = build_random_model(load_hf_config_dict(random_config), device, torch_dtype, seed)
+            tgt = HFTarget(model, name=model_name)
         else:
-            model, model_name = load_profile_target(target, device, torch_dtype)
+            tgt, model_name = load_profile_target(target, device, torch_dtype)
             config_ref = target if Path(target).is_dir() else None
         roof = None
         gpu_spec = get_gpu(gpu) if gpu else (
@@ -175,19 +197,44 @@ def register(app: typer.Typer) -> None:
             else:
                 roof = Roofline(load_model_shape(config_ref), gpu_spec, RooflineSettings(dtype=roof_dtype))
         name = name or f"{device}-{model_name}-measured"
+        total = grid.points() + len(kinds) * len(draft_batches or grid.batches)
         with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("timing", total=grid.points())
-            prof, fit = measure_profile(model, grid, device, name, model_name, seed, roof,
-                                        progress=lambda t: bar.advance(task))
+            task = bar.add_task("timing", total=total)
+            advance = lambda t: bar.advance(task)  # noqa: E731
+            if runner == "engine":
+                prof, fit = measure_engine_profile(tgt, grid, device, name, model_name, seed, roof,
+                                                   kinds, draft_batches, draft_context, advance)
+            else:
+                prof, fit = measure_profile(tgt.model, grid, device, name, model_name, seed, roof,
+                                            progress=advance)
         _print_points(console, prof.extra)
+        _print_drafts(console, prof)
         summary = fit.summary()
         console.print(f"fit: {summary['within_spread']}/{summary['points']} points within their "
                       f"p10-p90 spread; median |error| {summary['median_abs_rel_error']:.1%}, max "
                       f"{summary['max_abs_rel_error']:.1%}; per_context_token_s = "
                       f"{fit.per_context_token_s:.3e}")
         prof.save(out)
-        path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"])
+        path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"],
+                            draft_points=prof.extra.get("draft_measurements"))
         console.print(f"wrote {out} and {path}")
+
+
+def _print_drafts(console, prof) -> None:
+    from rich.table import Table
+
+    points = prof.extra.get("draft_measurements")
+    if not points:
+        return
+    table = Table(title="draft step per iteration (ms; per_draft: per sequential draft)")
+    for col in ("kind", "R", "drafts", "ctx", "median", "p10-p90", "profile"):
+        table.add_column(col, justify="right")
+    for m in points:
+        table.add_row(m["kind"], str(m["requests"]), str(m["width"]), str(m["context"]),
+                      f"{m['median_s'] * 1e3:.2f}", f"{m['p10_s'] * 1e3:.2f}-{m['p90_s'] * 1e3:.2f}",
+                      f"{prof.draft_time(m['kind'], m['requests']) * 1e3:.2f}"
+                      + (" /draft" if m["per_draft"] else ""))
+    console.print(table)
 
 
 def _print_points(console, extra: dict) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 from ..profiles.hardware import HardwareProfile
 from ..profiles.curve import Curve
 from .analytic_profile import significant
-from .fit import StepFit, fit_step_time
+from .fit import StepFit, draft_curve, fit_step_time
 from .profiler import ProfileGrid, Timing, profile_target
 from .roofline import Roofline
 
@@ -50,21 +50,81 @@ def analytic_errors(roof: Roofline, timings: list[Timing]) -> list[dict]:
 def measure_profile(model, grid: ProfileGrid, device: str, name: str, model_name: str,
                     seed: int = 0, roofline: Roofline | None = None,
                     progress: Callable[[Timing], None] | None = None) -> tuple[HardwareProfile, StepFit]:
-    """Time `model` over `grid`, fit a `source: measured` profile, keep every point and its error."""
+    """Time `model` (transformers' own forward) over `grid`, fit a `source: measured` profile."""
     timings = profile_target(model, grid, device, seed=seed, progress=progress)
+    return measured_profile(timings, grid, device, name, model_name, seed, roofline)
+
+
+def measure_engine_profile(target, grid: ProfileGrid, device: str, name: str, model_name: str,
+                           seed: int = 0, roofline: Roofline | None = None,
+                           drafters: tuple[str, ...] = (), draft_requests: tuple[int, ...] | None = None,
+                           draft_context: int = 256,
+                           progress: Callable[[Timing], None] | None = None) -> tuple[HardwareProfile, StepFit]:
+    """Time the serving engine's iteration step over `grid` and each drafter kind's draft step
+    (gamma drafts per request, mtp1 one), then fit the profile."""
+    from .engine_profile import profile_drafter, profile_drafter_for, profile_engine_target
+
+    timings = profile_engine_target(target, grid, seed=seed, progress=progress)
+    draft_timings: list[Timing] = []
+    for kind in drafters:
+        drafter = profile_drafter_for(kind, target, seed)
+        depth = getattr(getattr(drafter, "cfg", None), "gamma", None) or max(grid.widths) - 1
+        draft_timings += profile_drafter(drafter, target, draft_requests or grid.batches,
+                                         draft_context, depth, grid.repeats, grid.warmup, seed,
+                                         progress)
+    return measured_profile(timings, grid, device, name, model_name, seed, roofline,
+                            draft_timings, runner="engine")
+
+
+RUNNER_NOTES = {
+    "hf": ("one target forward with a transformers DynamicCache per verify step (R requests x w "
+           "tokens at each context) and one request's prefill chunk from an empty cache"),
+    "engine": ("the serving engine's own iteration step (dspark_sim/serve: one batched forward of "
+               "R ragged requests x w tokens over per-request KV regions at each context, then "
+               "each row's greedy verification) and one request's prefill chunk from an empty "
+               "region; draft_time is the engine's draft step for R requests (each committing one "
+               "token, then proposing)"),
+}
+
+
+def draft_profile(draft_timings: list[Timing]) -> tuple[dict[str, Curve], frozenset[str], list[dict]]:
+    """draft_time curves by kind (median seconds per request count; per sequential draft for
+    autoregressive drafters) and the measured points."""
+    from .engine_profile import AUTOREGRESSIVE_KINDS
+
+    curves, per_draft, points = {}, set(), []
+    for kind in dict.fromkeys(t.op.split(":", 1)[1] for t in draft_timings):
+        mine = [t for t in draft_timings if t.op == f"draft:{kind}"]
+        curve = draft_curve(mine)
+        if kind in AUTOREGRESSIVE_KINDS:
+            per_draft.add(kind)
+            curve = Curve.of(curve.x, np.asarray(curve.y) / mine[0].width)
+        curves[kind] = Curve.of(curve.x, significant(np.asarray(curve.y)))
+        for t in mine:
+            points.append({**t.as_dict(), "kind": kind, "per_draft": kind in per_draft})
+    return curves, frozenset(per_draft), points
+
+
+def measured_profile(timings: list[Timing], grid: ProfileGrid, device: str, name: str,
+                     model_name: str, seed: int = 0, roofline: Roofline | None = None,
+                     draft_timings: list[Timing] | None = None,
+                     runner: str = "hf") -> tuple[HardwareProfile, StepFit]:
+    """Fit a `source: measured` profile to timings; keep every point and its error."""
     fit = fit_step_time(timings)
     extra = {
-        "notes": ("Measured with dspark-sim profile: one target forward with a transformers "
-                  "DynamicCache per verify step (R requests x w tokens at each context) and one "
-                  "request's prefill chunk from an empty cache; medians over the repeats after "
-                  "warm-up, spread p10..p90. step_time is the least-squares fit (relative error) "
-                  "of T(B) + per_context_token_s x (KV tokens of the batch's requests); "
-                  "`measurements` lists every point with the fit's prediction and error."),
+        "notes": (f"Measured with dspark-sim profile: {RUNNER_NOTES[runner]}; medians over the "
+                  "repeats after warm-up, spread p10..p90. step_time is the least-squares fit "
+                  "(relative error) of T(B) + per_context_token_s x (KV tokens of the batch's "
+                  "requests); `measurements` lists every point with the fit's prediction and error."),
+        "runner": runner,
         "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(grid).items()},
         "seed": seed,
         "fit": fit.summary(),
         "measurements": [p.as_dict() for p in fit.points],
     }
+    curves, per_draft, draft_points = draft_profile(draft_timings or [])
+    if draft_points:
+        extra["draft_measurements"] = draft_points
     if roofline is not None:
         rows = analytic_errors(roofline, timings)
         ratios = np.array([r["analytic_over_measured"] for r in rows])
@@ -77,5 +137,6 @@ def measure_profile(model, grid: ProfileGrid, device: str, name: str, model_name
         name=name, source="measured", step_curve=Curve.of(fit.batch_tokens, significant(fit.seconds)),
         per_context_token_s=float(significant(fit.per_context_token_s)), device=describe_device(device),
         model=model_name, gpus_per_replica=1, max_batch_tokens=max_tokens,
-        max_batch_requests=int(max(grid.batches)), extra=extra)
+        max_batch_requests=int(max(grid.batches)), draft_curves=curves, per_draft_kinds=per_draft,
+        extra=extra)
     return profile, fit

@@ -10,14 +10,18 @@ from ..profiles.hardware import HardwareProfile
 
 
 def plot_profile(profile: HardwareProfile, path: str | Path, measurements: list[dict] | None = None,
-                 contexts: tuple[float, ...] = (0.0,)) -> Path:
+                 contexts: tuple[float, ...] = (0.0,), draft_points: list[dict] | None = None) -> Path:
     """Two panels: SPS(B) = 1/step_time, and B x SPS(B) / gpus_per_replica (tokens/s per GPU).
 
     `contexts` are KV tokens per batch token at which to draw the curve (0: the bare table).
     Measured points (dicts with batch_tokens, context_tokens, median_s, p10_s, p90_s) are drawn
     with their p10..p90 spread, beside the profile's curve at the same KV tokens per batch token.
     """
-    fig, (ax_sps, ax_tok) = new_figure(1, 2, size=(11, 4.2))
+    if draft_points:
+        fig, (ax_sps, ax_tok, ax_draft) = new_figure(1, 3, size=(16, 4.2))
+        _plot_drafts(ax_draft, profile, draft_points)
+    else:
+        fig, (ax_sps, ax_tok) = new_figure(1, 2, size=(11, 4.2))
     top = profile.step_curve.x[-1] if profile.step_curve is not None else 4096
     B = np.unique(np.round(np.geomspace(1, top, 200)))
     gpus = profile.gpus_per_replica
@@ -53,3 +57,22 @@ def plot_profile(profile: HardwareProfile, path: str | Path, measurements: list[
         ax_tok.plot([], [], "s", color="gray", label="measured prefill chunk")
         ax_tok.legend(fontsize=7)
     return save_figure(fig, path)
+
+
+def _plot_drafts(ax, profile: HardwareProfile, points: list[dict]) -> None:
+    """Draft step seconds per iteration vs decoding requests, by drafter kind (gamma drafts each)."""
+    for i, kind in enumerate(dict.fromkeys(m["kind"] for m in points)):
+        mine = [m for m in points if m["kind"] == kind]
+        drafts = mine[0]["width"]
+        r = np.array([m["requests"] for m in mine], dtype=float)
+        med = np.array([m["median_s"] for m in mine])
+        lo, hi = np.array([m["p10_s"] for m in mine]), np.array([m["p90_s"] for m in mine])
+        ax.errorbar(r, med * 1e3, yerr=[(med - lo) * 1e3, (hi - med) * 1e3], fmt="o", color=f"C{i}",
+                    ms=4, capsize=2)
+        grid = np.linspace(r.min(), r.max(), 50)
+        ax.plot(grid, np.asarray(profile.draft_time(kind, grid, drafts)) * 1e3, color=f"C{i}",
+                label=f"{kind} ({drafts} draft{'s' if drafts > 1 else ''}/request)")
+    ax.set(xlabel="decoding requests R", ylabel="draft step per iteration (ms)",
+           title="draft cost (median, p10-p90)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)

@@ -97,6 +97,18 @@ def time_call(fn: Callable[[], object], repeats: int, warmup: int,
     return out
 
 
+def time_round_robin(points: list[tuple[Timing, Callable[[], object], Callable[[], None]]],
+                     grid: "ProfileGrid", sync: Callable[[], None]) -> None:
+    """Time every point's call once per round (`grid.warmup` untimed rounds, then
+    `grid.repeats` timed ones), so a slow spell of a shared machine falls on all points alike;
+    each point's `after` runs untimed after its call."""
+    for round_ in range(grid.warmup + grid.repeats):
+        for point, fn, after in points:
+            seconds = time_call(fn, 1, 0, sync, after=after)
+            if round_ >= grid.warmup:
+                point.samples_s.extend(seconds)
+
+
 def _crop(cache, length: int) -> None:
     """Cut a transformers cache back to `length` tokens (the call's convention varies by version)."""
     current = cache.get_seq_length()
@@ -151,13 +163,10 @@ def profile_target(model, grid: ProfileGrid, device, seed: int = 0,
             points = [(Timing("decode", requests, w, c),
                        _random_ids(generator, vocab, (requests, w), device), caches[c])
                       for c in grid.contexts for w in grid.widths]
-            for round_ in range(grid.warmup + grid.repeats):
-                for point, ids, cache in points:
-                    seconds = time_call(
-                        lambda: model(input_ids=ids, past_key_values=cache, use_cache=True),
-                        1, 0, sync, after=lambda: _crop(cache, point.context))
-                    if round_ >= grid.warmup:
-                        point.samples_s.extend(seconds)
+            time_round_robin([(point, lambda ids=ids, cache=cache: model(
+                input_ids=ids, past_key_values=cache, use_cache=True),
+                lambda cache=cache, c=point.context: _crop(cache, c)) for point, ids, cache in points],
+                grid, sync)
             for point, _, _ in points:
                 timings.append(point)
                 report(point)

@@ -1,4 +1,4 @@
-"""Load the model the profiler times: a local Hugging Face causal LM, or (later) the embedded target."""
+"""Load the model the profiler times: the embedded target (through the decode core) or a local folder."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,27 +32,26 @@ def resolve_dtype(dtype: str, device: str):
 
 
 def load_profile_target(spec: str, device: str, dtype):
-    """The causal LM named by `spec`, on `device`, in eval mode, and a display name for it."""
+    """The target named by `spec` (`embedded` or a local Hugging Face model folder) as the
+    decode core's `HFTarget` on `device` in `dtype`, and a display name for it."""
+    from ..decode.target import HFTarget
+
     if spec == "embedded":
-        # ---------------------------------------------------------------------------------
-        # DECODE-CORE PLUG-IN (the one place): when the decode core lands, replace this raise
-        # with its loader, e.g.
-        #     from ..decode.target import load_target
-        #     target = load_target("embedded", device=device)
-        #     return target.model, "SmolLM2-135M-Instruct"
-        # Everything downstream only needs a transformers PreTrainedModel on `device`.
-        # ---------------------------------------------------------------------------------
-        raise InputError("the embedded target is loaded by the decode core, which this build "
-                         "does not have yet; pass a local Hugging Face model folder instead",
-                         field="target")
+        from ..decode.loading import EMBEDDED_NAME, load_target
+
+        target = load_target("embedded", device=device, quiet=True)
+        if target.dtype != dtype:
+            target = HFTarget(target.model.to(dtype), target.tokenizer, name=target.name)
+        return target, EMBEDDED_NAME
     path = Path(spec)
     if not path.is_dir() or not (path / "config.json").exists():
-        raise InputError("not a local Hugging Face model folder (with config.json); hub ids "
-                         "are not fetched by the profiler", file=spec, field="target")
+        raise InputError("not a local Hugging Face model folder (with config.json) or "
+                         "'embedded'; hub ids are not fetched by the profiler", file=spec,
+                         field="target")
     from transformers import AutoModelForCausalLM
 
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot load the model: {exc}", file=spec, field="target") from None
-    return model.to(device).eval(), path.name
+    return HFTarget(model.to(device).eval(), name=path.name), path.name

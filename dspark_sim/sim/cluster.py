@@ -59,8 +59,11 @@ class Cluster:
     def __init__(self, table: RequestTable, replicas: int, router: str, hw: HardwareProfile,
                  policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
                  engine: str = "fast", closed_loop: ClosedLoop | None = None,
-                 prefill: str = "local") -> None:
-        self.env = simpy.Environment()
+                 prefill: str = "local", env: simpy.Environment | None = None,
+                 replica_cls=None) -> None:
+        """`env` and `replica_cls` let the real serving engine (dspark_sim/serve) run the same
+        arrivals, router and replica bookkeeping on a wall-clock environment."""
+        self.env = env if env is not None else simpy.Environment()
         self.prefill_elsewhere = prefill == "disaggregated"
         self.table = table
         self.tracks_outstanding = router == "least-outstanding" and replicas > 1 and closed_loop is None
@@ -78,10 +81,11 @@ class Cluster:
         planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
             (sampler is None or sampler.static_confidence or not probe.needs_confidence)
         loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
-        if engine == "loop" and not loopable:
+        if engine == "loop" and not loopable and replica_cls is None:
             raise InputError(f"engine 'loop' needs a policy decided per batch composition; "
                              f"{policy_name} with this profile is not", field="engine")
-        cls = {"block": FastReplica, "loop": LoopReplica, "reference": ReferenceReplica}.get(engine)
+        cls = replica_cls or {"block": FastReplica, "loop": LoopReplica,
+                              "reference": ReferenceReplica}.get(engine)
         if cls is None:     # "fast": per-iteration python loop where it applies, else blocks
             cls = LoopReplica if loopable else FastReplica
         self.replicas: list[ReplicaBase] = [
@@ -116,6 +120,16 @@ class Cluster:
             raise RuntimeError("simulation ended with unfinished requests")
 
 
+def check_kv_fits(table: RequestTable, hw: HardwareProfile) -> None:
+    """Bad input when some request could never be admitted (prompt + output > KV capacity)."""
+    kv = hw.kv_capacity_tokens
+    if kv is not None and len(table.kv_need) and int(table.kv_need.max()) > kv:
+        i = int(table.kv_need.argmax())
+        raise InputError(f"request {table.ids[i]!r} needs {int(table.kv_need[i])} KV tokens "
+                         f"(prompt + output) but the hardware profile holds {kv}",
+                         field="kv_capacity_tokens")
+
+
 @dataclass
 class SimOutcome:
     """What one simulation produced."""
@@ -145,12 +159,7 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
         raise InputError(f"unknown engine {engine!r}; choose {', '.join(ENGINES)}", field="engine")
     t0, c0 = time.perf_counter(), time.process_time()
     table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
-    kv = hw.kv_capacity_tokens
-    if kv is not None and len(table.kv_need) and int(table.kv_need.max()) > kv:
-        i = int(table.kv_need.argmax())
-        raise InputError(f"request {table.ids[i]!r} needs {int(table.kv_need[i])} KV tokens "
-                         f"(prompt + output) but the hardware profile holds {kv}",
-                         field="kv_capacity_tokens")
+    check_kv_fits(table, hw)
     cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
                       closed_loop, prefill)
     cluster.run()

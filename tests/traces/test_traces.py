@@ -178,4 +178,6 @@ def test_import_bad_row_exit_2_nothing_written(tmp_path, capsys):
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "traces").glob("*.jsonl")))
 def test_shipped_traces_load(name):
     t = read_any(REPO / "traces" / name)
-    assert len(t) > 1000
+    # the hour-long traces carry production volume; the validation traces are sized for the
+    # real engine on this CPU (docs/serving.md)
+    assert len(t) > (10 if name.startswith("validate-") else 1000)

@@ -1,0 +1,178 @@
+"""`dspark-sim serve-replay` (the real engine serving a trace) and `dspark-sim validate`
+(the simulator against the real engine on the same trace)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InputError
+from .decode_cmd import DEVICE_HELP, DRAFTER_HELP, TARGET_HELP
+
+HW_HELP = ("Hardware profile measured for this engine on this machine (shipped name or YAML): "
+           "its SPS(B) drives Algorithm 1 and goodput, its limits (max_batch_tokens, "
+           "max_batch_requests, kv_capacity_tokens) bound the batches.")
+ACC_HELP = ("Acceptance profile measured with the same drafter (name or path), or POLICY=ACC,...; "
+            "the engine uses its task means where the drafter has no confidence head. Default: the "
+            "shipped smollm2-135m-<drafter>-g<G>-t<T> profile.")
+
+TraceArg = Annotated[Path, typer.Argument(metavar="TRACE", help="Trace JSONL (formats.md).")]
+TargetOpt = Annotated[str, typer.Option("--target", help=TARGET_HELP)]
+DrafterOpt = Annotated[str, typer.Option("--drafter", help=DRAFTER_HELP)]
+HwOpt = Annotated[str, typer.Option("--hw", help=HW_HELP)]
+AccOpt = Annotated[Optional[str], typer.Option("--acceptance", help=ACC_HELP)]
+PromptsOpt = Annotated[Optional[str], typer.Option(
+    "--prompts", help="Prompt sets by task for the requests' text: NAME=FILE, built-in NAME "
+    "(math, code, chat) or FILE, comma-separated [the built-in math, code and chat sets; other "
+    "tasks use chat].")]
+ChatOpt = Annotated[bool, typer.Option("--chat/--no-chat", help="Wrap prompts in the chat template.")]
+ScaleOpt = Annotated[float, typer.Option("--time-scale", help="Divide arrival times by this "
+                                         "(> 1 replays the trace faster).")]
+TempOpt = Annotated[float, typer.Option("--temperature", help="0 = greedy; > 0 samples.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of prompt choice, sampling and the "
+                                      "simulator's acceptance draws.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
+ThreadsOpt = Annotated[int, typer.Option("--threads", help="torch CPU threads (use the profile's "
+                                         "setting; 1 on a shared machine).")]
+
+
+def _engine_setup(trace, policy, target, drafter, hw, acceptance, prompts, chat, time_scale,
+                  temperature, seed, device, threads):
+    """Validate inputs, then load the model and build the prompts."""
+    from ..decode.sampling import Sampling
+    from ..serve.inputs import engine_gamma, load_engine_inputs, load_model
+    from ..serve.prompts import PromptBuilder, build_prompts, prompt_sets
+    from ..sim.replay import parse_policies
+
+    sampling = Sampling(temperature)
+    inputs = load_engine_inputs(trace, parse_policies(policy), hw, drafter, acceptance,
+                                temperature, time_scale)
+    sets = prompt_sets(prompts)
+    tgt, drf = load_model(target, drafter, device, threads)
+    gamma = engine_gamma(inputs, drf)
+    ids = build_prompts(PromptBuilder(tgt.tokenizer, sets, chat), inputs.trace.task,
+                        inputs.trace.prompt_tokens, seed)
+    return inputs, tgt, drf, gamma, ids, sampling
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve-replay")
+    def serve_replay(
+        trace: TraceArg,
+        policy: str = typer.Option("dspark", "--policy", help="Policy or comma-separated policies, "
+                                   "served one after another: ar, mtp1, static-K, dspark, "
+                                   "dspark-lagged, goodput (oracle is simulator-only)."),
+        target: TargetOpt = "embedded",
+        drafter: DrafterOpt = "ngram",
+        hw: HwOpt = "cpu-2core-smollm2-135m",
+        acceptance: AccOpt = None,
+        prompts: PromptsOpt = None,
+        chat: ChatOpt = True,
+        time_scale: ScaleOpt = 1.0,
+        temperature: TempOpt = 0.0,
+        seed: SeedOpt = 0,
+        device: DeviceOpt = "cpu",
+        threads: ThreadsOpt = 1,
+        out: Path = typer.Option(Path("runs/serve"), "--out", help="Output directory: requests.csv, "
+                                 "summary.json, outputs.jsonl, iterations.csv (in DIR/<policy>/ "
+                                 "for several policies)."),
+    ) -> None:
+        """Serve TRACE with the real engine on this machine, on the trace's wall clock."""
+        from rich.console import Console
+        from rich.progress import Progress
+
+        from ..serve.engine import serve, write_serve_results
+        from .sim_cmd import summary_table
+
+        inputs, tgt, drf, gamma, ids, sampling = _engine_setup(
+            trace, policy, target, drafter, hw, acceptance, prompts, chat, time_scale,
+            temperature, seed, device, threads)
+        console = Console(stderr=True)
+        results = []
+        with Progress(console=console, transient=True) as bar:
+            for pol in inputs.policies:
+                task = bar.add_task(f"serving {pol}", total=len(inputs.trace))
+                prof, acc_name = inputs.acceptance[pol]
+                results.append(serve(inputs.trace, pol, tgt, drf, inputs.hw, prof, ids, gamma=gamma,
+                                     sampling=sampling, seed=seed, trace_name=inputs.trace_name,
+                                     hw_name=inputs.hw_name, acceptance_name=acc_name,
+                                     progress=lambda n, task=task: bar.update(task, completed=n)))
+        written = write_serve_results(results, inputs.trace.ids, out)
+        Console(width=max(100, 28 + 16 * len(results))).print(summary_table([r.summary for r in results]))
+        typer.echo("wrote " + ", ".join(str(w) for w in written))
+
+    @app.command("validate")
+    def validate_cmd(
+        trace: TraceArg,
+        policies: str = typer.Option("ar,mtp1,static-3,dspark,dspark-lagged,goodput", "--policies",
+                                     help="Comma-separated policies to validate (oracle is "
+                                     "simulator-only)."),
+        target: TargetOpt = "embedded",
+        drafter: DrafterOpt = "ngram",
+        hw: HwOpt = "cpu-2core-smollm2-135m",
+        acceptance: AccOpt = None,
+        repeats: int = typer.Option(3, "--repeats", help="Engine runs per policy (interleaved) and "
+                                    "simulator seeds: the engine's run-to-run spread."),
+        prompts: PromptsOpt = None,
+        chat: ChatOpt = True,
+        time_scale: ScaleOpt = 1.0,
+        temperature: TempOpt = 0.0,
+        seed: SeedOpt = 0,
+        device: DeviceOpt = "cpu",
+        threads: ThreadsOpt = 1,
+        out: Path = typer.Option(Path("runs/validate"), "--out", help="Output directory: "
+                                 "validation.md / .json (error table), overlay.png, engine/ and sim/ runs."),
+    ) -> None:
+        """Serve TRACE with the real engine and simulate it; error table, spread and overlay plots."""
+        import os
+        import shlex
+        import sys
+
+        import torch
+        from rich.console import Console
+        from rich.progress import Progress
+
+        from ..serve.engine import serve
+        from ..serve.validate import HEADLINE, markdown_table, validate, write_validation
+
+        if repeats < 1:
+            raise InputError(f"must be >= 1, got {repeats}", field="--repeats")
+        inputs, tgt, drf, gamma, ids, sampling = _engine_setup(
+            trace, policies, target, drafter, hw, acceptance, prompts, chat, time_scale,
+            temperature, seed, device, threads)
+        console = Console(stderr=True)
+        load_before = os.getloadavg()
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("engine runs", total=repeats * len(inputs.policies) * len(inputs.trace))
+            done = [0]
+
+            def run_engine(pol: str, k: int):
+                prof, acc_name = inputs.acceptance[pol]
+                bar.update(task, description=f"engine {pol} run {k + 1}/{repeats}")
+
+                def tick(n: int) -> None:
+                    bar.update(task, completed=done[0] + n)
+
+                res = serve(inputs.trace, pol, tgt, drf, inputs.hw, prof, ids, gamma=gamma,
+                            sampling=sampling, seed=seed, trace_name=inputs.trace_name,
+                            hw_name=inputs.hw_name, acceptance_name=acc_name, progress=tick)
+                done[0] += len(inputs.trace)
+                return res
+
+            v = validate(inputs.trace, inputs.policies, run_engine, inputs.hw, inputs.acceptance,
+                         repeats, seed, inputs.trace_name, inputs.hw_name)
+        meta = {"trace": inputs.trace_name, "time_scale": time_scale, "policies": inputs.policies,
+                "target": tgt.name, "drafter": drf.name, "drafter_kind": drf.kind, "gamma": gamma,
+                "hw": inputs.hw_name,
+                "acceptance": {p: a for p, (_, a) in inputs.acceptance.items()},
+                "repeats": repeats, "seed": seed, "threads": torch.get_num_threads(),
+                "load_average": [round(x, 2) for x in load_before],
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                "command": "dspark-sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
+        written = write_validation(v, out, meta, inputs.trace.ids)
+        typer.echo(markdown_table(v.table, HEADLINE))
+        a = v.agreement
+        typer.echo(f"outputs: {a['requests_differing']} of {a['requests']} requests differ across "
+                   f"the {a['runs']} engine runs")
+        typer.echo("wrote " + ", ".join(str(w) for w in written))
