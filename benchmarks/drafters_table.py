@@ -3,7 +3,9 @@ per drafter at T = 0 and T = 1, macro gains of DSpark, position-wise conditional
 DSpark tokens/s vs plain decoding, calibration per position, training cost.
 
 Reads the measure reports (STEM.report.json) and the training / calibration outputs written
-by scripts/ship_drafters.sh; writes OUT/results.md and plots into OUT/.
+by scripts/ship_drafters.sh (the training summaries are snapshotted to OUT/training.json, which
+stands in for them when the runs are gone), and optionally a bench_decode.py --json file of
+plain / full-gamma / scheduled DSpark decoding; writes OUT/results.md and plots into OUT/.
 Usage: python benchmarks/drafters_table.py --measure runs/train/measure --runs runs/train --out docs/drafters
 """
 from __future__ import annotations
@@ -112,21 +114,67 @@ def calibration_table(runs: Path) -> list[str]:
             lines.append(f"| {label} | " + " | ".join(f"{r[key]:.3f}" for r in c["sts"]) + " |")
         lines.append("| P(1..k accepted) | " + " | ".join(f"{r['accept_rate']:.3f}" for r in c["sts"]) + " |")
         lines.append("| T_k | " + " | ".join(f"{x:.2f}" for x in c["temperatures"]) + " |")
+        if "fit" in c:
+            short = {"fitted": "fitted", "kept 1: no cross-validated ECE gain": "kept 1 (no CV gain)"}
+            lines.append("| fit rule | " + " | ".join(short.get(f["rule"], "kept 1 (few positives)")
+                                                      for f in c["fit"]) + " |")
+            lines.append("| fit-half positives | " + " | ".join(str(f["positives"]) for f in c["fit"]) + " |")
     return lines
 
 
-def training_table(runs: Path) -> list[str]:
-    lines = ["| drafter | parameters (own) | steps | train time | data (sequences / tokens) | held-out accept@1..k (1 - TV) |",
-             "|---|---|---|---|---|---|"]
+def training_rows(runs: Path, snapshot: Path) -> list[dict]:
+    """One row per drafter from the training summaries (runs/KIND/summary.json); they are also
+    saved to `snapshot`, which stands in for them on a machine where the runs are gone."""
+    rows = []
     for kind in KINDS:
         p = runs / kind / "summary.json"
         if not p.is_file():
             continue
         s = json.loads(p.read_text())
         acc = s["validation"].get("accept@k") or s["validation"].get("agree@k") or []
-        lines.append(f"| {NAMES[kind]} | {s['parameters'] / 1e6:.2f} M | {s['steps']} | "
-                     f"{s['train_seconds'] / 60:.1f} min | {s['data']['records']} / {s['data']['tokens']} | "
-                     + " ".join(f"{a:.2f}" for a in acc) + " |")
+        rows.append({"kind": kind, "parameters": s["parameters"], "steps": s["steps"],
+                     "train_seconds": s["train_seconds"], "records": s["data"]["records"],
+                     "tokens": s["data"]["tokens"], "accept_at_k": acc})
+    if rows:
+        write_text_atomic(snapshot, json.dumps({"source": str(runs), "drafters": rows}, indent=1) + "\n")
+    elif snapshot.is_file():
+        rows = json.loads(snapshot.read_text())["drafters"]
+    return rows
+
+
+def training_table(rows: list[dict]) -> list[str]:
+    lines = ["| drafter | parameters (own) | steps | train time | data (sequences / tokens) | held-out accept@1..k (1 - TV) |",
+             "|---|---|---|---|---|---|"]
+    for s in rows:
+        lines.append(f"| {NAMES[s['kind']]} | {s['parameters'] / 1e6:.2f} M | {s['steps']} | "
+                     f"{s['train_seconds'] / 60:.1f} min | {s['records']} / {s['tokens']} | "
+                     + " ".join(f"{a:.2f}" for a in s["accept_at_k"]) + " |")
+    return lines
+
+
+def scheduled_speed_table(path: Path | None) -> list[str]:
+    """Per task: plain, full-gamma and scheduled DSpark tokens/s from bench_decode.py --json."""
+    if path is None or not path.is_file():
+        return []
+    d = json.loads(path.read_text())
+    recs = d["records"]
+    lines = ["", f"Side by side per prompt (`benchmarks/bench_decode.py`, {d['args']['prompts']} prompts per "
+             f"task, {d['args']['tokens']} new tokens, scheduler curve `{d['args']['hw']}`): medians over "
+             "prompts, ratios are medians of per-prompt ratios.", "",
+             "| task | plain tok/s | full gamma tok/s | scheduled tok/s | tau full / scheduled | "
+             "drafts verified per step (scheduled) | full / plain | scheduled / plain | outputs identical |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def rate(r, k):
+        return r[k]["tokens"] / r[k]["wall_s"]
+    for task in dict.fromkeys(r["task"] for r in recs):
+        rows = [r for r in recs if r["task"] == task]
+        med = {k: float(np.median([rate(r, k) for r in rows])) for k in ("plain", "full", "scheduled")}
+        ratio = {k: float(np.median([rate(r, k) / rate(r, "plain") for r in rows])) for k in ("full", "scheduled")}
+        lines.append(f"| {task} | {med['plain']:.1f} | {med['full']:.1f} | {med['scheduled']:.1f} | "
+                     f"{np.mean([r['full']['tau'] for r in rows]):.2f} / {np.mean([r['scheduled']['tau'] for r in rows]):.2f} | "
+                     f"{np.mean([r['scheduled']['verified'] for r in rows]):.2f} | {ratio['full']:.2f}x | "
+                     f"{ratio['scheduled']:.2f}x | {sum(r['identical'] for r in rows)}/{len(rows)} |")
     return lines
 
 
@@ -135,6 +183,8 @@ def main() -> None:
     ap.add_argument("--measure", type=Path, default=Path("runs/train/measure"))
     ap.add_argument("--runs", type=Path, default=Path("runs/train"))
     ap.add_argument("--out", type=Path, default=Path("docs/drafters"))
+    ap.add_argument("--speed", type=Path, default=None,
+                    help="bench_decode.py --json output with plain/full/scheduled DSpark runs")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     reports = load_reports(a.measure)
@@ -148,8 +198,9 @@ def main() -> None:
         if any((k, t) in reports for k in KINDS):
             position_plot(reports, t, a.out)
     lines += ["## DSpark speculative decoding vs plain decoding (wall clock, this CPU)", ""] + speed_table(reports)
+    lines += scheduled_speed_table(a.speed)
     lines += ["", "## Confidence calibration (DSpark, survival a_k vs P(drafts 1..k accepted))"] + calibration_table(a.runs)
-    lines += ["", "## Training", ""] + training_table(a.runs)
+    lines += ["", "## Training", ""] + training_table(training_rows(a.runs, a.out / "training.json"))
     write_text_atomic(a.out / "results.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 

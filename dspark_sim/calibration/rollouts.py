@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..fileio import write_json_atomic
-from .sts import RolloutSteps, fit_sts, position_report
+from .sts import RolloutSteps, fit_sts_detail, position_report
 
 
 def collect(target: Any, drafter: Any, prompts: list[list[int]], *, gamma: int, sampling: Any,
@@ -44,24 +44,62 @@ def collect(target: Any, drafter: Any, prompts: list[list[int]], *, gamma: int, 
     return out
 
 
+def save_rollouts(path: str | Path, per_request: list[RolloutSteps], meta: dict) -> Path:
+    """Write the raw rollouts (z, accepted, per-request step counts, metadata) as one .npz, so
+    the temperatures can be refitted later without decoding again."""
+    path = Path(path)
+    gamma = int(meta["gamma"])
+    both = _concat(per_request, gamma)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, z=both.z.astype(np.float32), accepted=both.accepted.astype(np.int16),
+                        steps_per_request=np.array([p.z.shape[0] for p in per_request], dtype=np.int64),
+                        meta=np.array(json.dumps(meta)))
+    tmp.replace(path)
+    return path
+
+
+def load_rollouts(path: str | Path) -> tuple[list[RolloutSteps], dict]:
+    """The per-request rollouts and metadata written by save_rollouts."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            z, acc, counts = f["z"], f["accepted"], f["steps_per_request"]
+            meta = json.loads(str(f["meta"]))
+    except (OSError, KeyError, ValueError) as exc:
+        raise ValueError(f"{path}: not a rollouts file written by `dspark-sim calibrate` ({exc})") from None
+    if int(counts.sum()) != z.shape[0] or z.shape[0] != acc.shape[0]:
+        raise ValueError(f"{path}: steps_per_request sums to {int(counts.sum())} but z has "
+                         f"{z.shape[0]} rows and accepted {acc.shape[0]}")
+    edges = np.concatenate([[0], np.cumsum(counts)])
+    return [RolloutSteps(z[a:b], acc[a:b]) for a, b in zip(edges[:-1], edges[1:])], meta
+
+
 def _concat(parts: list[RolloutSteps], gamma: int) -> RolloutSteps:
-    parts = [p for p in parts if p.z.shape[0]]
-    if not parts:
-        return RolloutSteps(np.zeros((0, gamma)), np.zeros(0, dtype=np.int64))
-    return RolloutSteps(np.concatenate([p.z for p in parts]), np.concatenate([p.accepted for p in parts]))
+    return _concat_grouped(parts, gamma)[0]
 
 
-def fit_and_report(per_request: list[RolloutSteps], gamma: int) -> tuple[np.ndarray, dict, RolloutSteps]:
+def _concat_grouped(parts: list[RolloutSteps], gamma: int) -> tuple[RolloutSteps, np.ndarray]:
+    """All steps in one RolloutSteps, and the index of the request each step came from."""
+    keep = [(i, p) for i, p in enumerate(parts) if p.z.shape[0]]
+    if not keep:
+        return RolloutSteps(np.zeros((0, gamma)), np.zeros(0, dtype=np.int64)), np.zeros(0, dtype=np.int64)
+    groups = np.concatenate([np.full(p.z.shape[0], i) for i, p in keep])
+    return RolloutSteps(np.concatenate([p.z for _, p in keep]),
+                        np.concatenate([p.accepted for _, p in keep])), groups
+
+
+def fit_and_report(per_request: list[RolloutSteps], gamma: int, **sts_options: Any
+                   ) -> tuple[np.ndarray, dict, RolloutSteps]:
     """Fit STS on even-numbered requests, evaluate raw vs calibrated on odd-numbered ones."""
-    fit = _concat(per_request[0::2], gamma)
+    fit, groups = _concat_grouped(per_request[0::2], gamma)
     held = _concat(per_request[1::2], gamma)
     if fit.z.shape[0] < 20 or held.z.shape[0] < 20:
         raise ValueError(f"too few rollout steps to calibrate ({fit.z.shape[0]} fit, "
                          f"{held.z.shape[0]} held out); use more or longer prompts")
-    temps = fit_sts(fit)
+    temps, detail = fit_sts_detail(fit, groups=groups, **sts_options)
     raw, cal = position_report(held, None), position_report(held, temps)
     report = {"temperatures": temps.tolist(), "fit_steps": int(fit.z.shape[0]),
-              "heldout_steps": int(held.z.shape[0]), "raw": raw, "sts": cal,
+              "heldout_steps": int(held.z.shape[0]), "fit": detail, "raw": raw, "sts": cal,
               "mean_ece_raw": float(np.nanmean([r["ece"] for r in raw])),
               "mean_ece_sts": float(np.nanmean([r["ece"] for r in cal]))}
     return temps, report, held

@@ -64,6 +64,22 @@ def _result(gen, tokenizer) -> dict:
             "finish": gen.finish}
 
 
+def _verify_hook(verify: str, hw: str, drafter, gamma: int):
+    """None (verify every draft) or the one-request scheduler on hardware profile `hw`."""
+    if verify == "full":
+        return None
+    if verify != "scheduled":
+        raise InputError(f"must be full or scheduled, got {verify!r}", field="--verify")
+    from ..profiles.registry import load_hw_profile
+    from ..serve.single import ScheduledVerify
+
+    try:
+        profile = load_hw_profile(hw)
+    except (OSError, ValueError) as exc:
+        raise InputError(str(exc), field="--hw") from None
+    return ScheduledVerify(profile, drafter.kind, gamma)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def generate(
@@ -82,6 +98,13 @@ def register(app: typer.Typer) -> None:
         compare_ar: bool = typer.Option(False, "--compare-ar", help="Also decode plainly; report it "
                                         "under 'ar' (and whether the outputs are identical)."),
         chat: ChatOpt = True,
+        verify: str = typer.Option("full", "--verify", help="full: verify every draft; scheduled: "
+                                   "DSpark's hardware-aware scheduler (Algorithm 1, one request) "
+                                   "picks how many drafts to verify from the drafter's calibrated "
+                                   "confidences and --hw's step-time curve (drafters without a "
+                                   "confidence head verify all)."),
+        hw: str = typer.Option("cpu-2core-smollm2-135m", "--hw", help="Hardware profile (shipped "
+                               "name or .yaml path) the scheduler reads with --verify scheduled."),
         device: DeviceOpt = "auto",
         threads: ThreadsOpt = 0,
     ) -> None:
@@ -98,11 +121,15 @@ def register(app: typer.Typer) -> None:
         if tgt.tokenizer is None:
             raise InputError("the target has no tokenizer; text prompts need one", field="--target")
         ids = encode_prompt(tgt.tokenizer, prompt, chat)
+        hook = _verify_hook(verify, hw, drf, gamma)
         gen = speculative_generate(tgt, drf, ids, max_new_tokens=max_new_tokens, gamma=gamma,
                                    sampling=sampling,
-                                   generator=torch.Generator(device=tgt.device).manual_seed(seed))
-        out = {"target": tgt.name, "drafter": drf.name, "gamma": gamma,
+                                   generator=torch.Generator(device=tgt.device).manual_seed(seed),
+                                   verify_len=hook)
+        out = {"target": tgt.name, "drafter": drf.name, "gamma": gamma, "verify": verify,
                "temperature": temperature, **_result(gen, tgt.tokenizer)}
+        if gen.verified:
+            out["mean_verified"] = round(sum(gen.verified) / len(gen.verified), 4)
         if compare_ar:
             ar = plain_generate(tgt, ids, max_new_tokens=max_new_tokens, sampling=sampling,
                                 generator=torch.Generator(device=tgt.device).manual_seed(seed))
@@ -113,8 +140,9 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(out))
             return
         typer.echo(out["text"])
-        line = (f"[{drf.name}] {len(gen.output_ids)} tokens in {gen.steps} steps, mean tau "
-                f"{gen.mean_tau:.2f}, {gen.tokens_per_s:.1f} tok/s")
+        line = (f"[{drf.name}, verify {verify}] {len(gen.output_ids)} tokens in {gen.steps} steps, "
+                f"mean tau {gen.mean_tau:.2f}, mean verified {out.get('mean_verified', 0):.2f}, "
+                f"{gen.tokens_per_s:.1f} tok/s")
         if compare_ar:
             line += f"; plain {out['ar']['tokens_per_s']:.1f} tok/s"
             if "identical" in out:

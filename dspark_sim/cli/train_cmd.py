@@ -201,6 +201,17 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Seed of the rollouts."),
         report: Path = typer.Option(..., "--report", help="Directory for calibration.json and the "
                                     "reliability diagram."),
+        rollouts: Optional[Path] = typer.Option(None, "--rollouts", help="Refit from a rollouts.npz "
+                                                "an earlier calibrate run saved (no decoding; "
+                                                "--target, --prompts, --n, --gamma, --temperature "
+                                                "and --seed then come from that file)."),
+        min_positives: int = typer.Option(30, "--min-positives", help="Keep T_k = 1 at a position "
+                                          "with fewer fully accepted prefixes (or failures) than "
+                                          "this in the fitting half."),
+        boot: int = typer.Option(32, "--boot", help="Bootstrap resamples of the requests the ECE "
+                                 "objective is averaged over (0 = the plain ECE of the sample)."),
+        cv_folds: int = typer.Option(2, "--cv-folds", help="Keep T_k = 1 unless a fit on the other "
+                                     "folds lowers the ECE of each fold (0 = no check)."),
         write: bool = typer.Option(True, "--write/--dry-run", help="Store the fitted temperatures "
                                    "in the checkpoint's config.json."),
         device: DeviceOpt = "auto",
@@ -208,37 +219,35 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fit Sequential Temperature Scaling of the confidence head on held-out rollouts."""
         from ..calibration.plot import reliability_diagram
-        from ..calibration.rollouts import collect, fit_and_report, store_temperatures
-        from ..decode.drafters import make_drafter
+        from ..calibration.rollouts import fit_and_report, load_rollouts, save_rollouts, store_temperatures
         from ..decode.drafters.trained import shipped_dir
-        from ..decode.prompts import encode_prompt
-        from ..decode.sampling import Sampling
         from ..fileio import write_json_atomic
-        from ..train.prompts import heldout_prompts, read_prompt_jsonl
 
-        sampling = Sampling(temperature)
-        if n < 2:
-            raise InputError(f"must be >= 2, got {n}", field="--n")
-        items = read_prompt_jsonl(prompts) if prompts else heldout_prompts(gsm8k_train, n, seed=0)
-        tgt = _target(target, device, threads)
-        drf = make_drafter(drafter, tgt)
-        if getattr(getattr(drf, "module", None), "conf_head", None) is None:
-            raise InputError("this drafter has no confidence head", field="--drafter")
         ckpt = shipped_dir(drafter) if drafter in ("dspark",) else Path(drafter)
-        ids = [encode_prompt(tgt.tokenizer, p.text, True) for p in items]
-        with _progress("rollouts") as bar:
-            task = bar.add_task("rollouts", total=len(ids), info="")
-
-            def on_prompt(done: int, total: int) -> None:
-                bar.update(task, completed=done)
-                _log(f"rollouts {done}/{total}")
-            per_request = collect(tgt, drf, ids, gamma=gamma, sampling=sampling,
-                                  max_new_tokens=max_new_tokens, seed=seed, on_prompt=on_prompt)
+        if rollouts is not None:
+            try:
+                per_request, meta = load_rollouts(rollouts)
+            except ValueError as exc:
+                raise InputError(str(exc), field="--rollouts") from None
+            temperature, gamma, seed = float(meta["temperature"]), int(meta["gamma"]), int(meta["seed"])
+            n_prompts = len(per_request)
+        else:
+            per_request, n_prompts = _collect_rollouts(drafter, target, prompts, gsm8k_train, n,
+                                                       temperature, gamma, max_new_tokens, seed,
+                                                       device, threads)
+            report.mkdir(parents=True, exist_ok=True)
+            save_rollouts(report / "rollouts.npz", per_request,
+                          {"drafter": drafter, "target": target, "temperature": temperature,
+                           "gamma": gamma, "seed": seed, "n_per_task": n,
+                           "max_new_tokens": max_new_tokens,
+                           "prompts": str(prompts) if prompts else "held-out default"})
         try:
-            temps, result, held = fit_and_report(per_request, gamma)
+            temps, result, held = fit_and_report(per_request, gamma, min_positives=min_positives,
+                                                 n_boot=boot, cv_folds=cv_folds)
         except ValueError as exc:
             raise InputError(str(exc), field="--n") from None
-        result.update(temperature=temperature, drafter=drafter, prompts=len(ids), gamma=gamma)
+        result.update(temperature=temperature, drafter=drafter, prompts=n_prompts, gamma=gamma,
+                      rollouts=str(rollouts or report / "rollouts.npz"))
         report.mkdir(parents=True, exist_ok=True)
         write_json_atomic(report / "calibration.json", result)
         reliability_diagram(held, temps, report / "reliability.png",
@@ -248,3 +257,31 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"mean ECE (held out): raw {100 * result['mean_ece_raw']:.2f}% -> STS "
                    f"{100 * result['mean_ece_sts']:.2f}%; temperatures "
                    f"{', '.join(f'{t:.2f}' for t in temps)}" + (f"; stored in {ckpt}" if write else ""))
+
+
+def _collect_rollouts(drafter, target, prompts, gsm8k_train, n, temperature, gamma, max_new_tokens,
+                      seed, device, threads):
+    """Decode the held-out prompts with full-gamma verification; raw rollouts per request."""
+    from ..calibration.rollouts import collect
+    from ..decode.drafters import make_drafter
+    from ..decode.prompts import encode_prompt
+    from ..decode.sampling import Sampling
+    from ..train.prompts import heldout_prompts, read_prompt_jsonl
+
+    if n < 2:
+        raise InputError(f"must be >= 2, got {n}", field="--n")
+    items = read_prompt_jsonl(prompts) if prompts else heldout_prompts(gsm8k_train, n, seed=0)
+    tgt = _target(target, device, threads)
+    drf = make_drafter(drafter, tgt)
+    if getattr(getattr(drf, "module", None), "conf_head", None) is None:
+        raise InputError("this drafter has no confidence head", field="--drafter")
+    ids = [encode_prompt(tgt.tokenizer, p.text, True) for p in items]
+    with _progress("rollouts") as bar:
+        task = bar.add_task("rollouts", total=len(ids), info="")
+
+        def on_prompt(done: int, total: int) -> None:
+            bar.update(task, completed=done)
+            _log(f"rollouts {done}/{total}")
+        per_request = collect(tgt, drf, ids, gamma=gamma, sampling=Sampling(temperature),
+                              max_new_tokens=max_new_tokens, seed=seed, on_prompt=on_prompt)
+    return per_request, len(ids)

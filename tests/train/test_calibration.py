@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from dspark_sim.calibration import auroc, brier, ece, reliability
-from dspark_sim.calibration.sts import RolloutSteps, fit_sts, position_report, survival
+from dspark_sim.calibration.rollouts import load_rollouts, save_rollouts
+from dspark_sim.calibration.sts import RolloutSteps, fit_sts, fit_sts_detail, position_report, survival
 
 
 def test_metrics_on_known_values():
@@ -20,10 +21,11 @@ def test_metrics_on_known_values():
     assert count.sum() == 4 and np.nansum(conf * count) == pytest.approx(p.sum())
 
 
-def _rollouts(n: int, seed: int, gamma: int = 5) -> RolloutSteps:
-    """Steps whose true survival is sigmoid(s), with raw logits that are over-confident."""
+def _rollouts(n: int, seed: int, gamma: int = 5, scale: float = 3.0, mean: float = 1.0) -> RolloutSteps:
+    """Steps whose true survival is sigmoid(s), with raw logits scale * s + 0.5 (over-confident
+    for scale > 1)."""
     rng = np.random.default_rng(seed)
-    s = rng.normal(1.0, 1.5, (n, gamma))
+    s = rng.normal(mean, 1.5, (n, gamma))
     c = 1 / (1 + np.exp(-s))
     accepted = np.zeros(n, dtype=int)
     for i in range(n):
@@ -31,7 +33,7 @@ def _rollouts(n: int, seed: int, gamma: int = 5) -> RolloutSteps:
         while k < gamma and rng.random() < c[i, k]:
             k += 1
         accepted[i] = k
-    return RolloutSteps(z=3.0 * s + 0.5, accepted=accepted)
+    return RolloutSteps(z=scale * s + 0.5 * (scale != 1.0), accepted=accepted)
 
 
 def test_sts_lowers_mean_ece_on_held_out_rollouts():
@@ -57,3 +59,29 @@ def test_survival_is_the_running_product():
     z = np.array([[0.0, 0.0, 2.0]])
     a = survival(z, np.array([1.0, 1.0, 2.0]))
     assert a[0] == pytest.approx([0.5, 0.25, 0.25 / (1 + np.exp(-1.0))])
+
+
+def test_sts_keeps_temperature_one_where_positives_are_too_few():
+    steps = _rollouts(400, 3, gamma=6, mean=-1.5)      # deep prefixes are almost never accepted
+    temps, detail = fit_sts_detail(steps, min_positives=30)
+    y = steps.prefix_accepted().sum(axis=0)
+    for k, info in enumerate(detail):
+        assert info["positives"] == int(y[k])
+        if y[k] < 30:
+            assert temps[k] == 1.0 and info["rule"].startswith("kept 1: fewer than 30")
+    assert y[-1] < 30 and y[0] >= 30 and detail[0]["rule"] == "fitted"
+
+
+def test_sts_leaves_a_calibrated_head_near_one():
+    fit = _rollouts(2000, 4, scale=1.0)
+    temps = fit_sts(fit, groups=np.arange(2000) // 20)     # 100 "requests" of 20 steps
+    assert np.all((temps > 0.75) & (temps < 1.33))
+
+
+def test_rollouts_round_trip(tmp_path):
+    parts = [_rollouts(n, 5 + n) for n in (7, 0, 12)]
+    path = save_rollouts(tmp_path / "r.npz", parts, {"gamma": 5, "temperature": 1.0, "seed": 0})
+    back, meta = load_rollouts(path)
+    assert meta["temperature"] == 1.0 and [p.z.shape[0] for p in back] == [7, 0, 12]
+    for a, b in zip(parts, back):
+        assert np.allclose(a.z, b.z, atol=1e-5) and np.array_equal(a.accepted, b.accepted)

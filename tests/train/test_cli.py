@@ -44,6 +44,14 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys):
                  "--gamma", "4", "--max-new-tokens", "24", "--compare-ar", *tgt]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["identical"] and len(out["output_ids"]) >= 1
+    # the one-request scheduler on the shipped CPU curve verifies fewer drafts, losslessly
+    assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",
+                 "--gamma", "4", "--max-new-tokens", "24", "--compare-ar", "--verify", "scheduled",
+                 "--hw", "cpu-2core-smollm2-135m", *tgt]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["identical"] and out["verify"] == "scheduled" and 0 <= out["mean_verified"] < 4
+    assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1", "--verify", "some",
+                 *tgt]) == 2
 
     held = _prompt_file(tmp_path / "held.jsonl", 24, 1)
     assert main(["calibrate", "--drafter", str(run / "drafter"), "--prompts", str(held), "--gamma", "4",
@@ -52,6 +60,13 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys):
     assert len(cal["temperatures"]) == 4 and (tmp_path / "cal" / "reliability.png").is_file()
     cfg = json.loads((run / "drafter" / "config.json").read_text())
     assert cfg["sts"]["0.0"] == [round(t, 5) for t in cal["temperatures"]]
+    assert [f["position"] for f in cal["fit"]] == [1, 2, 3, 4]
+    # the saved rollouts refit to the same temperatures without decoding
+    assert main(["calibrate", "--drafter", str(run / "drafter"), "--rollouts",
+                 str(tmp_path / "cal" / "rollouts.npz"), "--report", str(tmp_path / "refit"),
+                 "--dry-run"]) == 0
+    refit = json.loads((tmp_path / "refit" / "calibration.json").read_text())
+    assert refit["temperatures"] == cal["temperatures"] and refit["heldout_steps"] == cal["heldout_steps"]
 
 
 def test_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):
@@ -67,3 +82,8 @@ def test_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):
     assert main(["distill", "--out", str(tmp_path / "d"), "--prompts", str(bad), "--no-builtin", *tgt]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:2" in err and "Traceback" not in err
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not an npz")
+    assert main(["calibrate", "--rollouts", str(junk), "--report", str(tmp_path / "c"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "junk.npz" in err and "--rollouts" in err and "Traceback" not in err
