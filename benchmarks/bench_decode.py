@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -89,10 +90,13 @@ def main() -> None:
             names = list(runners)
             order = names[i % len(names):] + names[: i % len(names)]
             res = {k: runners[k](ids) for k in order}
-            row = {"task": task, "id": p.id, **{k: {"tokens": len(v[0]), "wall_s": v[1], "tau": v[2],
+            row = {"task": task, "source": p.source, **{k: {"tokens": len(v[0]), "wall_s": v[1], "tau": v[2],
                                                    "verified": v[3]} for k, v in res.items()},
                    "identical": all(v[0] == res["plain"][0] for v in res.values())}
             rows.append(row)
+            print(f"  {p.source}: " + ", ".join(f"{k} {v['tokens'] / v['wall_s']:.1f} tok/s"
+                                                 for k, v in row.items() if isinstance(v, dict))
+                  + f", identical {row['identical']}", file=sys.stderr, flush=True)
         records += rows
         med = {k: statistics.median(r[k]["tokens"] / r[k]["wall_s"] for r in rows) for k in runners}
         ratio = {k: statistics.median((r[k]["tokens"] / r[k]["wall_s"]) / (r["plain"]["tokens"] / r["plain"]["wall_s"])

@@ -197,7 +197,9 @@ def main() -> None:
         lines += ["", f"![position-wise acceptance](position-accept-t{t}.png)", ""]
         if any((k, t) in reports for k in KINDS):
             position_plot(reports, t, a.out)
-    lines += ["## DSpark speculative decoding vs plain decoding (wall clock, this CPU)", ""] + speed_table(reports)
+    lines += ["## DSpark speculative decoding vs plain decoding (wall clock, this CPU)", "",
+              "From `dspark-sim measure --plain` (every draft verified; the measured prompts, "
+              "plain decoding run beside each one):", ""] + speed_table(reports)
     lines += scheduled_speed_table(a.speed)
     lines += ["", "## Confidence calibration (DSpark, survival a_k vs P(drafts 1..k accepted))"] + calibration_table(a.runs)
     lines += ["", "## Training", ""] + training_table(training_rows(a.runs, a.out / "training.json"))
