@@ -21,9 +21,11 @@ $(VENV)/.installed: pyproject.toml
 DEMO_PROMPT := Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?
 
 # The real decoder (embedded SmolLM2-135M-Instruct, shipped DSpark drafter, checked against plain
-# decoding), then the serving simulator on a shipped trace under five policies.
+# decoding; verifying every draft, then with DSpark's scheduler choosing how many on this CPU's
+# measured step curve), then the serving simulator on a shipped trace under five policies.
 demo: setup
 	$(CLI) generate --drafter dspark --prompt "$(DEMO_PROMPT)" --compare-ar --max-new-tokens 96 --threads 1
+	$(CLI) generate --drafter dspark --verify scheduled --prompt "$(DEMO_PROMPT)" --compare-ar --max-new-tokens 96 --threads 1 > /dev/null
 	$(CLI) replay traces/chat-heavy-hour.jsonl --policy mtp1,static-3,static-5,dspark,dspark-lagged --out runs/demo
 
 test: setup
