@@ -210,8 +210,9 @@ def register(app: typer.Typer) -> None:
                                           "this in the fitting half."),
         boot: int = typer.Option(32, "--boot", help="Bootstrap resamples of the requests the ECE "
                                  "objective is averaged over (0 = the plain ECE of the sample)."),
-        cv_folds: int = typer.Option(2, "--cv-folds", help="Keep T_k = 1 unless a fit on the other "
-                                     "folds lowers the ECE of each fold (0 = no check)."),
+        cv_folds: int = typer.Option(2, "--cv-folds", help="Keep T_k = 1 unless temperatures fitted "
+                                     "on the other folds lower the ECE summed over the held-in "
+                                     "folds (requests split into this many folds; 0 = no check)."),
         write: bool = typer.Option(True, "--write/--dry-run", help="Store the fitted temperatures "
                                    "in the checkpoint's config.json."),
         device: DeviceOpt = "auto",
@@ -229,6 +230,10 @@ def register(app: typer.Typer) -> None:
                 per_request, meta = load_rollouts(rollouts)
             except ValueError as exc:
                 raise InputError(str(exc), field="--rollouts") from None
+            if write and meta.get("drafter", drafter) != drafter:
+                raise InputError(f"{rollouts} holds rollouts of drafter {meta['drafter']!r}, not "
+                                 f"{drafter!r}; pass --drafter {meta['drafter']} or --dry-run",
+                                 field="--rollouts")
             temperature, gamma, seed = float(meta["temperature"]), int(meta["gamma"]), int(meta["seed"])
             n_prompts = len(per_request)
         else:
@@ -245,7 +250,7 @@ def register(app: typer.Typer) -> None:
             temps, result, held = fit_and_report(per_request, gamma, min_positives=min_positives,
                                                  n_boot=boot, cv_folds=cv_folds)
         except ValueError as exc:
-            raise InputError(str(exc), field="--n") from None
+            raise InputError(str(exc), field="--rollouts" if rollouts else "--n") from None
         result.update(temperature=temperature, drafter=drafter, prompts=n_prompts, gamma=gamma,
                       rollouts=str(rollouts or report / "rollouts.npz"))
         report.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,10 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys):
                  "--dry-run"]) == 0
     refit = json.loads((tmp_path / "refit" / "calibration.json").read_text())
     assert refit["temperatures"] == cal["temperatures"] and refit["heldout_steps"] == cal["heldout_steps"]
+    # rollouts of one drafter are never written into another checkpoint
+    assert main(["calibrate", "--drafter", "dspark", "--rollouts", str(tmp_path / "cal" / "rollouts.npz"),
+                 "--report", str(tmp_path / "refit")]) == 2
+    assert "holds rollouts of drafter" in capsys.readouterr().err
 
 
 def test_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):
