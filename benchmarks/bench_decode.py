@@ -57,10 +57,13 @@ def main() -> None:
         g = plain_generate(target, ids, max_new_tokens=args.tokens)
         return g.output_ids, g.wall_s, 1.0, 0.0
 
-    def scheduled(ids):
+    if args.scheduled:
         from dspark_sim.profiles.registry import load_hw_profile
         from dspark_sim.serve.single import ScheduledVerify
-        return run(ids, ScheduledVerify(load_hw_profile(args.hw), drafter.kind, args.gamma))
+        curve = load_hw_profile(args.hw)
+
+    def scheduled(ids):
+        return run(ids, ScheduledVerify(curve, drafter.kind, args.gamma))
 
     def hf(ids):
         x = torch.tensor([ids])

@@ -94,9 +94,7 @@ def fit_sts_detail(steps: RolloutSteps, n_bins: int = 20, grid: np.ndarray = DEF
     rng = np.random.default_rng(seed)
     y_all = steps.prefix_accepted()
     one = int(np.argmin(np.abs(np.log(grid))))          # grid index of T closest to 1
-    uniq = np.unique(groups)
-    fold_of = dict(zip(uniq.tolist(), (np.arange(len(uniq)) % max(cv_folds, 1)).tolist()))
-    fold = np.array([fold_of[g] for g in groups.tolist()]) if n else np.zeros(0, dtype=int)
+    fold = np.unique(groups, return_inverse=True)[1].reshape(-1) % max(cv_folds, 1)   # requests alternate
     temps, detail = np.ones(steps.gamma), []
     prefix = np.ones(n)
     for k in range(steps.gamma):

@@ -64,20 +64,19 @@ def _result(gen, tokenizer) -> dict:
             "finish": gen.finish}
 
 
-def _verify_hook(verify: str, hw: str, drafter, gamma: int):
-    """None (verify every draft) or the one-request scheduler on hardware profile `hw`."""
+def _scheduler_curve(verify: str, hw: str):
+    """None (--verify full: verify every draft) or the hardware profile the one-request
+    scheduler reads (--verify scheduled); checked before any model is loaded."""
     if verify == "full":
         return None
     if verify != "scheduled":
         raise InputError(f"must be full or scheduled, got {verify!r}", field="--verify")
     from ..profiles.registry import load_hw_profile
-    from ..serve.single import ScheduledVerify
 
     try:
-        profile = load_hw_profile(hw)
+        return load_hw_profile(hw)
     except (OSError, ValueError) as exc:
         raise InputError(str(exc), field="--hw") from None
-    return ScheduledVerify(profile, drafter.kind, gamma)
 
 
 def register(app: typer.Typer) -> None:
@@ -117,11 +116,15 @@ def register(app: typer.Typer) -> None:
         sampling = _check_common(gamma, max_new_tokens, temperature, top_k, top_p)
         if not prompt.strip():
             raise InputError("must not be empty", field="--prompt")
+        curve = _scheduler_curve(verify, hw)
         tgt, drf = _load(target, drafter, device, threads)
         if tgt.tokenizer is None:
             raise InputError("the target has no tokenizer; text prompts need one", field="--target")
         ids = encode_prompt(tgt.tokenizer, prompt, chat)
-        hook = _verify_hook(verify, hw, drf, gamma)
+        hook = None
+        if curve is not None:
+            from ..serve.single import ScheduledVerify
+            hook = ScheduledVerify(curve, drf.kind, gamma)
         gen = speculative_generate(tgt, drf, ids, max_new_tokens=max_new_tokens, gamma=gamma,
                                    sampling=sampling,
                                    generator=torch.Generator(device=tgt.device).manual_seed(seed),

@@ -29,9 +29,9 @@ class ScheduledVerify:
         if gamma < 1:
             raise ValueError(f"gamma must be >= 1, got {gamma}")
         cost = IterationCost(hw, drafter_kind, scheduler_drafts=gamma)
-        # seconds of one iteration at 1..gamma+1 batch tokens with one request, without context
-        self._fixed_s = 1.0 / cost.scheduler_sps_table(1, gamma + 1)[: gamma + 2]
-        self._per_context_s = float(hw.per_context_token_s)
+        # seconds of one iteration at 0..gamma+1 batch tokens with one request, without context
+        self._fixed_s = cost.step_seconds(np.arange(gamma + 2)) + cost.scheduler_fixed_s(1)
+        self._per_context_s = cost.per_context
         self.decisions: list[int] = []
 
     def sps(self, batch_tokens: np.ndarray, context_tokens: int) -> np.ndarray:

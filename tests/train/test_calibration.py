@@ -6,7 +6,8 @@ import pytest
 
 from dspark_sim.calibration import auroc, brier, ece, reliability
 from dspark_sim.calibration.rollouts import load_rollouts, save_rollouts
-from dspark_sim.calibration.sts import RolloutSteps, fit_sts, fit_sts_detail, position_report, survival
+from dspark_sim.calibration.sts import (DEFAULT_GRID, RolloutSteps, _ece_curve, fit_sts, fit_sts_detail,
+                                       position_report, survival)
 
 
 def test_metrics_on_known_values():
@@ -85,3 +86,14 @@ def test_rollouts_round_trip(tmp_path):
     assert meta["temperature"] == 1.0 and [p.z.shape[0] for p in back] == [7, 0, 12]
     for a, b in zip(parts, back):
         assert np.allclose(a.z, b.z, atol=1e-5) and np.array_equal(a.accepted, b.accepted)
+
+
+def test_grid_ece_curve_is_the_metrics_ece():
+    """The vectorised objective STS searches equals calibration.ece at every temperature."""
+    steps = _rollouts(300, 6)
+    prefix = 1 / (1 + np.exp(-steps.z[:, 0]))
+    y = steps.prefix_accepted()[:, 1]
+    grid = DEFAULT_GRID[::20]
+    curve = _ece_curve(prefix, steps.z[:, 1], y, grid, np.ones(300), 20)
+    want = [ece(prefix / (1 + np.exp(-steps.z[:, 1] / t)), y, 20) for t in grid]
+    assert curve == pytest.approx(want, abs=1e-12)
