@@ -7,6 +7,8 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
+from .vllm_cmd import (DtypeOpt, ENGINE_HELP, KvGibOpt, MaxLenOpt, MaxSeqsOpt, MaxTokensOpt, VllmDrafterOpt,
+                       VllmPythonOpt, VllmThreadsOpt, run_vllm_profile)
 
 _PRESETS_HELP = "deepseek-v3, llama-3.1-8b, qwen3-8b"
 _GPUS_HELP = "H100, H200, B200, H800, A100"
@@ -115,13 +117,18 @@ def register(app: typer.Typer) -> None:
                                                     "with random weights on the device and time it."),
         device: str = typer.Option("auto", "--device", help="auto (CUDA when present), cpu or cuda."),
         dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA, fp32 on CPU), bf16, fp16, fp32."),
-        batches: str = typer.Option("1,2,4,8", "--batches", help="Requests per verify step, R."),
+        batches: Optional[str] = typer.Option(None, "--batches", help="Requests per verify step, R "
+                                              "[native 1,2,4,8; vllm 1,2,4,8,16]."),
         widths: str = typer.Option("1,2,4,8", "--widths", help="Tokens per request per verify step, w "
                                    "(1 .. gamma+1)."),
-        contexts: str = typer.Option("64,512", "--contexts", help="KV tokens per request."),
-        prefill_chunks: str = typer.Option("16,64,256", "--prefill-chunks",
-                                           help="Prompt chunk lengths of one request (empty cache)."),
-        repeats: int = typer.Option(7, "--repeats", help="Timed runs per point (median, p10, p90)."),
+        contexts: Optional[str] = typer.Option(None, "--contexts", help="KV tokens per request "
+                                               "[native 64,512; vllm 128,512]."),
+        prefill_chunks: Optional[str] = typer.Option(None, "--prefill-chunks",
+                                                     help="Prompt chunk lengths of one request (empty "
+                                                     "cache) [native 16,64,256; vllm 64,128,256,512]."),
+        repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed runs per point (median, "
+                                              "p10, p90) [native 7; vllm 2 bursts of --decode-steps "
+                                              "iterations]."),
         warmup: int = typer.Option(2, "--warmup", help="Untimed runs per point first."),
         threads: int = typer.Option(2, "--threads", help="torch CPU threads (use the serving "
                                     "engine's setting; 1 on a shared machine)."),
@@ -141,13 +148,49 @@ def register(app: typer.Typer) -> None:
         name: Optional[str] = typer.Option(None, "--name", help="Profile name [from device and model]."),
         seed: int = typer.Option(0, "--seed", help="Seed of the random token ids and weights."),
         plot: Optional[Path] = typer.Option(None, "--plot", help="Plot PNG [next to --out]."),
+        engine: str = typer.Option("native", "--engine", help=ENGINE_HELP),
+        speculative: Optional[str] = typer.Option(None, "--speculative", help="vllm engine: also "
+                                                  "time verify steps under this policy (static-K "
+                                                  "or mtp1) with --vllm-drafter; bursts alternate "
+                                                  "prompts the n-gram drafter misses and matches."),
+        vllm_drafter: VllmDrafterOpt = "ngram",
+        decode_steps: int = typer.Option(24, "--decode-steps", help="vllm engine: decode "
+                                         "iterations per burst."),
+        vllm_python: VllmPythonOpt = None,
+        max_num_seqs: MaxSeqsOpt = 16,
+        max_num_batched_tokens: MaxTokensOpt = 512,
+        max_model_len: MaxLenOpt = 2048,
+        kv_cache_gib: KvGibOpt = 2.0,
+        vllm_threads: VllmThreadsOpt = 1,
+        vllm_dtype: DtypeOpt = "float32",
     ) -> None:
-        """Measured hardware profile: time the target on this device, fit SPS(B), plot it."""
+        """Measured hardware profile: time the target on this device (or vLLM serving it), fit
+        SPS(B), plot it."""
+        if engine not in ("native", "vllm"):
+            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        if engine == "vllm":
+            if target is None or random_config is not None:
+                raise InputError("--engine vllm profiles a --target", field="--target")
+            repeats = 2 if repeats is None else repeats
+            if repeats < 1 or warmup < 0 or decode_steps < 4:
+                raise InputError("--repeats >= 1, --warmup >= 0, --decode-steps >= 4", field="repeats")
+            run_vllm_profile(out, target, speculative, vllm_drafter,
+                             _int_list(batches or "1,2,4,8,16", "batches"),
+                             _int_list(contexts or "128,512", "contexts"),
+                             _int_list(prefill_chunks if prefill_chunks is not None else "64,128,256,512",
+                                       "prefill-chunks"),
+                             decode_steps, repeats, warmup, name, seed,
+                             _plot_path(out, plot), vllm_python, max_num_seqs, max_num_batched_tokens,
+                             max_model_len, kv_cache_gib, vllm_threads, vllm_dtype)
+            return
         from rich.console import Console
         from rich.progress import Progress
 
         from ..hardware.profiler import ProfileGrid
 
+        batches, contexts = batches or "1,2,4,8", contexts or "64,512"
+        prefill_chunks = "16,64,256" if prefill_chunks is None else prefill_chunks
+        repeats = 7 if repeats is None else repeats
         if (target is None) == (random_config is None):
             raise InputError("give exactly one of --target and --random-config", field="target")
         if repeats < 1 or warmup < 0 or threads < 1:

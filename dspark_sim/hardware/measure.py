@@ -84,6 +84,11 @@ RUNNER_NOTES = {
                "each row's greedy verification) and one request's prefill chunk from an empty "
                "region; draft_time is the engine's draft step for R requests (each committing one "
                "token, then proposing)"),
+    "vllm": ("a vLLM server's own iterations (dspark_sim/vllm/profile.py): bursts of R requests "
+             "of C prompt tokens decoding together, each steady iteration's model time from vLLM's "
+             "iteration log plus the burst's engine overhead (period between streamed chunks minus "
+             "model time), grouped by the iteration's tokens (R x (1 + drafts)); prefill = one "
+             "request's prompt in one iteration; the n-gram proposer runs inside the measured step"),
 }
 
 

@@ -292,3 +292,33 @@ class VLLMServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def resolve_model(target: str) -> tuple[str, str]:
+    """(what vLLM loads, display name) for `embedded`, a .gguf file (dequantised once, as the
+    decode core does), a local model folder or a hub id."""
+    from ..decode.loading import EMBEDDED, EMBEDDED_NAME, converted_gguf, embedded_gguf
+
+    if target == EMBEDDED:
+        return str(converted_gguf(embedded_gguf(), quiet=True)), EMBEDDED_NAME
+    path = Path(target).expanduser()
+    if target.endswith(".gguf"):
+        if not path.is_file():
+            raise InputError("no such GGUF file", file=target, field="--target")
+        return str(converted_gguf(path, quiet=True)), path.stem
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise InputError("not a model directory (no config.json)", file=target, field="--target")
+        return str(path), path.name
+    if target.startswith((".", "/", "~")) or target.count("/") > 1:
+        raise InputError("no such model directory", file=target, field="--target")
+    return target, target
+
+
+def model_vocab(model: str) -> int:
+    """vocab_size from a local model folder's config.json (32000 for a hub id not on disk)."""
+    cfg = Path(model) / "config.json"
+    if cfg.is_file():
+        doc = json.loads(cfg.read_text())
+        return int(doc.get("vocab_size") or doc.get("text_config", {}).get("vocab_size") or 32000)
+    return 32000

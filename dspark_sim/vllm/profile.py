@@ -1,0 +1,130 @@
+"""`dspark-sim profile --engine vllm`: vLLM's iteration cost, measured through vLLM itself.
+
+A vLLM server (loopback, `--enable-logging-iteration-details`) is given bursts of R requests
+of C prompt tokens each (token-id prompts), which then decode `decode_steps` iterations
+together. vLLM's own log gives every iteration's prefill/decode requests and tokens and its
+model-execution time; the client sees the iteration period between streamed chunks. For each
+point the steady decode iterations (no prefill, all R requests decoding) are kept, grouped by
+the iteration's generation tokens (R x (1 + drafts) with speculation), and timed as model time +
+the point's measured engine overhead (period between chunks minus model time), so a profile
+step is what one iteration costs on the serving clock. Prefill points are one request's
+prompt of L tokens (one iteration). With a speculative config the bursts alternate random
+prompts (the n-gram drafter rarely matches: 1 token per request) and prompts made of one
+repeated random block (it matches: 1 + K), so both widths are measured on the same server.
+The profile is then fitted exactly as `dspark-sim profile` fits our own engine (hardware/fit.py).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..hardware.profiler import Timing
+from .client import run_schedule
+from .iterations import LogCursor, parse_iterations
+from .runtime import EngineError, VLLMServer
+
+
+@dataclass(frozen=True)
+class VLLMGrid:
+    """Where to time vLLM: decode bursts of R requests at C context tokens; prefill prompts."""
+
+    batches: tuple[int, ...] = (1, 2, 4, 8, 16)
+    contexts: tuple[int, ...] = (128, 512)
+    prefill_chunks: tuple[int, ...] = (64, 128, 256, 512)
+    decode_steps: int = 24
+    repeats: int = 2
+    warmup: int = 1
+
+    def points(self, speculative: bool) -> int:
+        kinds = 2 if speculative else 1
+        return (len(self.batches) * len(self.contexts) * kinds + len(self.prefill_chunks)) * self.repeats
+
+
+def _prompt(rng: np.random.Generator, vocab: int, length: int, repeated: bool) -> list[int]:
+    if not repeated:
+        return rng.integers(100, vocab, size=length).tolist()
+    block = rng.integers(100, vocab, size=16)
+    return np.resize(block, length).tolist()
+
+
+def _burst(server: VLLMServer, prompts: list[list[int]], max_tokens: int, cursor: LogCursor):
+    recs = run_schedule(server.url, server.spec.served_name, prompts, [max_tokens] * len(prompts),
+                        [0.0] * len(prompts), timeout_s=300)
+    bad = [r for r in recs if r.error]
+    if bad or not server.alive():
+        raise EngineError(f"vLLM failed a profiling request: {bad[0].error if bad else 'server exited'}\n"
+                          f"{server.log_tail()}")
+    time.sleep(0.3)                      # the stats logger writes after the outputs
+    return recs, parse_iterations(cursor.read_new())
+
+
+def _chunk_gaps(recs) -> np.ndarray:
+    gaps = [np.diff(r.chunk_s[1:]) for r in recs if len(r.chunk_s) > 2]
+    return np.concatenate(gaps) if gaps else np.zeros(0)
+
+
+@dataclass
+class PointRecord:
+    """One measured burst: where, vLLM's model time, the client's period, their difference."""
+
+    op: str
+    requests: int
+    context: int
+    prompt: str
+    model_s: float
+    period_s: float
+    iterations: int
+
+    def as_dict(self) -> dict:
+        return {"op": self.op, "requests": self.requests, "context": self.context,
+                "prompt": self.prompt, "model_median_s": self.model_s,
+                "period_median_s": self.period_s, "overhead_s": self.period_s - self.model_s,
+                "iterations": self.iterations}
+
+
+def profile_vllm(server: VLLMServer, grid: VLLMGrid, vocab: int, speculative: bool, seed: int = 0,
+                 progress: Callable[[], None] | None = None) -> tuple[list[Timing], list[PointRecord]]:
+    """Time decode bursts and prefill prompts on a running server; Timings for the fit."""
+    rng = np.random.default_rng(seed)
+    tick = progress or (lambda: None)
+    cursor = LogCursor(server.log_path)
+    kinds = ("random", "repeated") if speculative else ("random",)
+    for _ in range(grid.warmup):                                   # first calls pay set-up
+        _burst(server, [_prompt(rng, vocab, 64, False) for _ in range(2)], 8, cursor)
+    samples: dict[tuple, list[float]] = {}
+    records: list[PointRecord] = []
+    for _ in range(grid.repeats):
+        for c in grid.contexts:
+            for r in grid.batches:
+                for kind in kinds:
+                    prompts = [_prompt(rng, vocab, c, kind == "repeated") for _ in range(r)]
+                    recs, it = _burst(server, prompts, grid.decode_steps + 1, cursor)
+                    steady = it[(it.ctx_requests == 0) & (it.gen_requests == r)]
+                    period = float(np.median(_chunk_gaps(recs))) if len(_chunk_gaps(recs)) else float("nan")
+                    if not steady.empty and np.isfinite(period):
+                        model = float(np.median(steady.elapsed_ms)) / 1e3
+                        records.append(PointRecord("decode", r, c, kind, model, period, len(steady)))
+                        overhead = max(period - model, 0.0)
+                        for tokens, group in steady.groupby("gen_tokens"):
+                            if tokens % r == 0:
+                                key = ("decode", r, int(tokens) // r, c + grid.decode_steps // 2)
+                                samples.setdefault(key, []).extend(
+                                    (group.elapsed_ms.to_numpy() / 1e3 + overhead).tolist())
+                    tick()
+        one = [p for p in records if p.requests == 1]
+        overhead1 = float(np.median([p.period_s - p.model_s for p in one])) if one else 0.0
+        for length in grid.prefill_chunks:
+            _, it = _burst(server, [_prompt(rng, vocab, length, False)], 1, cursor)
+            pre = it[(it.ctx_requests == 1) & (it.ctx_tokens == length)]
+            if not pre.empty:
+                key = ("prefill", 1, length, 0)
+                samples.setdefault(key, []).extend((pre.elapsed_ms.to_numpy() / 1e3 + max(overhead1, 0.0)).tolist())
+            tick()
+    timings = [Timing(op, r, w, c, s) for (op, r, w, c), s in sorted(samples.items())]
+    if not timings:
+        raise EngineError(f"no iteration details in the vLLM log; was it started with "
+                          f"--enable-logging-iteration-details?\n{server.log_tail()}")
+    return timings, records
