@@ -9,6 +9,9 @@ import typer
 
 from ..errors import InputError
 from .decode_cmd import DEVICE_HELP, DRAFTER_HELP, TARGET_HELP
+from .vllm_cmd import (AiperfOpt, DtypeOpt, ENGINE_HELP, KvGibOpt, MaxLenOpt, MaxSeqsOpt, MaxTokensOpt,
+                       TimeoutOpt, UrlOpt, VllmDrafterOpt, VllmPythonOpt, VllmThreadsOpt,
+                       run_vllm_serve_replay, run_vllm_validate)
 
 HW_HELP = ("Hardware profile measured for this engine on this machine (shipped name or YAML): "
            "its SPS(B) drives Algorithm 1 and goodput, its limits (max_batch_tokens, "
@@ -77,8 +80,33 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("runs/serve"), "--out", help="Output directory: requests.csv, "
                                  "summary.json, outputs.jsonl, iterations.csv (in DIR/<policy>/ "
                                  "for several policies)."),
+        engine: str = typer.Option("native", "--engine", help=ENGINE_HELP),
+        vllm_python: VllmPythonOpt = None,
+        aiperf: AiperfOpt = None,
+        url: UrlOpt = None,
+        vllm_drafter: VllmDrafterOpt = "ngram",
+        timeout: TimeoutOpt = None,
+        max_num_seqs: MaxSeqsOpt = 16,
+        max_num_batched_tokens: MaxTokensOpt = 512,
+        max_model_len: MaxLenOpt = 2048,
+        kv_cache_gib: KvGibOpt = 2.0,
+        vllm_threads: VllmThreadsOpt = 1,
+        vllm_dtype: DtypeOpt = "float32",
     ) -> None:
-        """Serve TRACE with the real engine on this machine, on the trace's wall clock."""
+        """Serve TRACE with the real engine on this machine (ours, or vLLM driven by AIPerf), on
+        the trace's wall clock."""
+        if engine not in ("native", "vllm"):
+            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        if engine == "vllm":
+            run_vllm_serve_replay(trace, [p.strip() for p in policy.split(",") if p.strip()], out,
+                                  seed, target=target, prompts=prompts, chat=chat,
+                                  time_scale=time_scale, vllm_python=vllm_python, aiperf=aiperf,
+                                  drafter=vllm_drafter, url=url, timeout=timeout,
+                                  max_num_seqs=max_num_seqs,
+                                  max_num_batched_tokens=max_num_batched_tokens,
+                                  max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
+                                  threads=vllm_threads, dtype=vllm_dtype)
+            return
         from rich.console import Console
         from rich.progress import Progress
 
@@ -110,10 +138,13 @@ def register(app: typer.Typer) -> None:
                                      "simulator-only)."),
         target: TargetOpt = "embedded",
         drafter: DrafterOpt = "ngram",
-        hw: HwOpt = "cpu-2core-smollm2-135m",
+        hw: Optional[str] = typer.Option(None, "--hw", help=HW_HELP + " [native: "
+                                         "cpu-2core-smollm2-135m; vllm: cpu-2core-smollm2-135m-vllm, "
+                                         "measured with `profile --engine vllm`]"),
         acceptance: AccOpt = None,
-        repeats: int = typer.Option(3, "--repeats", help="Engine runs per policy (interleaved) and "
-                                    "simulator seeds: the engine's run-to-run spread."),
+        repeats: int = typer.Option(3, "--repeats", help="Engine runs per policy (interleaved; on "
+                                    "vLLM consecutive on one warm server per policy) and simulator "
+                                    "seeds: the engine's run-to-run spread."),
         prompts: PromptsOpt = None,
         chat: ChatOpt = True,
         time_scale: ScaleOpt = 1.0,
@@ -123,8 +154,35 @@ def register(app: typer.Typer) -> None:
         threads: ThreadsOpt = 1,
         out: Path = typer.Option(Path("runs/validate"), "--out", help="Output directory: "
                                  "validation.md / .json (error table), overlay.png, engine/ and sim/ runs."),
+        engine: str = typer.Option("native", "--engine", help=ENGINE_HELP + " With vllm, a "
+                                   "speculative policy's acceptance is --acceptance or else imported "
+                                   "from its first vLLM run's per-request metrics."),
+        vllm_python: VllmPythonOpt = None,
+        aiperf: AiperfOpt = None,
+        url: UrlOpt = None,
+        vllm_drafter: VllmDrafterOpt = "ngram",
+        timeout: TimeoutOpt = None,
+        max_num_seqs: MaxSeqsOpt = 16,
+        max_num_batched_tokens: MaxTokensOpt = 512,
+        max_model_len: MaxLenOpt = 2048,
+        kv_cache_gib: KvGibOpt = 2.0,
+        vllm_threads: VllmThreadsOpt = 1,
+        vllm_dtype: DtypeOpt = "float32",
     ) -> None:
-        """Serve TRACE with the real engine and simulate it; error table, spread and overlay plots."""
+        """Serve TRACE with the real engine (ours or vLLM) and simulate it; error table, spread
+        and overlay plots."""
+        if engine not in ("native", "vllm"):
+            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        if engine == "vllm":
+            run_vllm_validate(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
+                              acceptance, repeats, out, seed, target=target, prompts=prompts,
+                              chat=chat, time_scale=time_scale, vllm_python=vllm_python,
+                              aiperf=aiperf, drafter=vllm_drafter, url=url, timeout=timeout,
+                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
+                              threads=vllm_threads, dtype=vllm_dtype)
+            return
+        hw = hw or "cpu-2core-smollm2-135m"
         import os
         import shlex
         import sys

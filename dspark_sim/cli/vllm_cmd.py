@@ -119,3 +119,150 @@ def run_vllm_profile(out: Path, target: str, speculative: Optional[str], drafter
     prof.save(out)
     path = plot_profile(prof, plot, measurements=prof.extra["measurements"])
     console.print(f"wrote {out} and {path}")
+
+
+AiperfOpt = Annotated[Optional[str], typer.Option(
+    "--aiperf", help="AIPerf executable, the load generator [$DSPARK_SIM_AIPERF, "
+    ".venv-aiperf/bin/aiperf, PATH].")]
+UrlOpt = Annotated[Optional[str], typer.Option(
+    "--url", help="Attach to a vLLM server already running on loopback (http://127.0.0.1:PORT) "
+    "instead of starting one; its speculative config is then the policy's label only.")]
+TimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--timeout", help="Seconds one replay may take [the trace's span + 600].")]
+
+
+def vllm_replay_inputs(trace_path: Path, policies: list[str], target: str, prompts: Optional[str],
+                       chat: bool, time_scale: float, seed: int, vllm_python: Optional[str],
+                       aiperf: Optional[str], drafter: str, url: Optional[str], timeout: Optional[float],
+                       max_num_seqs: int, max_num_batched_tokens: int, max_model_len: int,
+                       kv_cache_gib: float, threads: int, dtype: str):
+    """Validated trace, policies, prompt ids and the VLLMSetup; nothing is started."""
+    from transformers import AutoTokenizer
+
+    from ..serve.engine import scale_trace
+    from ..serve.prompts import PromptBuilder, build_prompts, prompt_sets
+    from ..traces.schema import load_trace
+    from ..vllm.client import check_loopback
+    from ..vllm.replay import VLLMSetup
+    from ..vllm.runtime import aiperf_command, parse_drafter, policy_spec_tokens, resolve_model
+    from ..vllm.runtime import vllm_python as find_python
+
+    for p in policies:
+        policy_spec_tokens(p)
+    if timeout is not None and not timeout > 0:
+        raise InputError(f"must be > 0, got {timeout}", field="--timeout")
+    if url:
+        check_loopback(url)
+    trace = scale_trace(load_trace(trace_path), time_scale)
+    too_long = int((trace.prompt_tokens + trace.output_tokens).max()) if len(trace) else 0
+    if too_long > max_model_len:
+        raise InputError(f"a request needs {too_long} tokens, more than --max-model-len "
+                         f"{max_model_len}", file=trace_path, field="prompt_tokens")
+    drafter_cfg = parse_drafter(drafter)
+    python = find_python(vllm_python) if not url else Path("python")
+    aiperf_exe = aiperf_command(aiperf)
+    model, _ = resolve_model(target)
+    if not Path(model).is_dir():
+        raise InputError("vLLM replays need a local model folder (AIPerf and the prompts read its "
+                         "tokenizer)", field="--target")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    ids = build_prompts(PromptBuilder(tokenizer, prompt_sets(prompts), chat), trace.task,
+                        trace.prompt_tokens, seed)
+    spec = server_spec(model, None, max_num_seqs, max_num_batched_tokens, max_model_len,
+                       kv_cache_gib, threads, dtype)
+    setup = VLLMSetup(python=python, aiperf=aiperf_exe, base=spec, drafter=drafter_cfg,
+                      tokenizer=model, url=url, timeout_s=timeout)
+    return trace, ids, setup
+
+
+def run_vllm_serve_replay(trace_path: Path, policies: list[str], out: Path, seed: int, **kw) -> None:
+    """serve-replay --engine vllm: each policy on its own server; the simulator's files."""
+    from rich.console import Console
+
+    from ..vllm.replay import serve_trace_vllm
+    from .sim_cmd import summary_table
+
+    trace, ids, setup = vllm_replay_inputs(trace_path, policies, seed=seed, **kw)
+    console = Console(stderr=True)
+    where = (lambda p: out) if len(policies) == 1 else (lambda p: out / p)
+    with console.status("vLLM") as status:
+        results = serve_trace_vllm(trace, str(trace_path), policies, ids, setup, where, 1, seed,
+                                   status=lambda s: status.update(s))
+    summaries = [r[0].summary for r in results.values()]
+    Console(width=max(100, 28 + 16 * len(summaries))).print(summary_table(summaries))
+    for pol, runs in results.items():
+        f = runs[0].summary["replay_fidelity"]
+        typer.echo(f"{pol}: {f['records']}/{f['requests']} requests recorded, send-time error median "
+                   f"{_ms(f['send_error_s']['median'])} / p99 {_ms(f['send_error_s']['p99'])}")
+    typer.echo("wrote " + ", ".join(str(where(p)) for p in policies))
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{1e3 * v:.1f} ms"
+
+
+VLLM_DEFAULT_HW = "cpu-2core-smollm2-135m-vllm"
+
+
+def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
+                      acceptance: Optional[str], repeats: int, out: Path, seed: int, **kw) -> None:
+    """validate --engine vllm: serve on vLLM (warm server per policy, `repeats` runs), the
+    simulator with the vLLM profile and each policy's acceptance (given, or imported from its
+    first vLLM run's per-request metrics), the error table."""
+    import os
+    import shlex
+    import sys
+
+    from rich.console import Console
+
+    from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
+                                     load_hw_profile)
+    from ..serve.validate import HEADLINE, compare_with_sim, markdown_table, write_validation
+    from ..sim.replay import parse_acceptance_option
+    from ..vllm.replay import serve_trace_vllm
+    from ..vllm.runtime import policy_spec_tokens
+
+    if repeats < 1:
+        raise InputError(f"must be >= 1, got {repeats}", field="--repeats")
+    hw_name = hw or VLLM_DEFAULT_HW
+    hw_prof = load_hw_profile(hw_profile_path(hw_name))
+    given = parse_acceptance_option(acceptance, policies) if acceptance else {}
+    trace, ids, setup = vllm_replay_inputs(trace_path, policies, seed=seed, **kw)
+    loaded = {p: (load_acceptance_profile(acceptance_profile_path(given[p])), str(given[p]))
+              for p in policies if given.get(p) and policy_spec_tokens(p) > 0}
+    console = Console(stderr=True)
+    load_before = os.getloadavg()
+    with console.status("vLLM") as status:
+        engine = serve_trace_vllm(trace, str(trace_path), policies, ids, setup,
+                                  lambda p: out / "engine" / p, repeats, seed,
+                                  status=lambda s: status.update(s))
+    accept = {}
+    for pol in policies:
+        if policy_spec_tokens(pol) == 0:
+            accept[pol] = (None, None)
+        elif pol in loaded:
+            accept[pol] = loaded[pol]
+        else:
+            accept[pol] = imported_acceptance(trace, out / "engine" / pol, repeats, pol)
+    v = compare_with_sim(trace, engine, hw_prof, accept, seed, str(trace_path), hw_name)
+    meta = {"engine": "vllm", "trace": str(trace_path), "policies": policies,
+            "target": setup.base.model, "hw": hw_name, "repeats": repeats, "seed": seed,
+            "vllm_drafter": setup.drafter, "acceptance": {p: a for p, (_, a) in accept.items()},
+            "threads": setup.base.threads, "load_average": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "command": "dspark-sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
+    written = write_validation(v, out, meta, trace.ids, engine_written=True)
+    typer.echo(markdown_table(v.table, HEADLINE + ("ttft_s.p50", "tps_user.p10", "ttft_s.p99")))
+    typer.echo("wrote " + ", ".join(str(w) for w in written))
+
+
+def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
+    """The empirical acceptance profile of a policy's first vLLM run (AIPerf's records)."""
+    from ..vllm.records import profile_from_aiperf
+
+    run = policy_dir if repeats == 1 else policy_dir / "run-0"
+    export = run / "aiperf" / "profile_export.jsonl"
+    prof = profile_from_aiperf(export, trace, name=f"vllm-{policy}-{policy_dir.parent.parent.name}")
+    path = run / "acceptance.json"
+    prof.save(path)
+    return prof, str(path)

@@ -160,6 +160,17 @@ def validate(trace: Trace, policies: list[str], run_engine: Callable[[str, int],
             engine[pol].append(res)
             if on_run is not None:
                 on_run(pol, k, res)
+    return compare_with_sim(trace, engine, hw, acceptance, seed, trace_name, hw_name)
+
+
+def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: HardwareProfile,
+                     acceptance: dict[str, tuple[AcceptanceProfile | None, str | None]],
+                     seed: int = 0, trace_name: str | None = None,
+                     hw_name: str | None = None) -> Validation:
+    """Replay `trace` in the simulator as often as the engine served it (seeds seed, seed + 1,
+    ...) and compare with the engine's runs of each policy."""
+    policies = list(engine)
+    repeats = max(len(r) for r in engine.values())
     sim = {}
     for pol in policies:
         prof, name = acceptance[pol]
@@ -202,8 +213,9 @@ def report_markdown(v: Validation, meta: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_validation(v: Validation, out_dir, meta: dict[str, Any], ids) -> list:
-    """engine/<policy>/run-<k>/, sim/<policy>/seed-<k>/, validation.json, validation.md, overlay.png."""
+def write_validation(v: Validation, out_dir, meta: dict[str, Any], ids, engine_written: bool = False) -> list:
+    """engine/<policy>/run-<k>/ (unless the engine wrote them itself), sim/<policy>/seed-<k>/,
+    validation.json, validation.md, overlay.png."""
     from pathlib import Path
 
     from ..fileio import write_json_atomic, write_text_atomic
@@ -214,7 +226,8 @@ def write_validation(v: Validation, out_dir, meta: dict[str, Any], ids) -> list:
     out_dir = Path(out_dir)
     for pol, runs in v.engine.items():
         for k, run in enumerate(runs):
-            write_serve_results([run], ids, out_dir / "engine" / pol / f"run-{k}")
+            if not engine_written:
+                write_serve_results([run], ids, out_dir / "engine" / pol / f"run-{k}")
         for k, res in enumerate(v.sim[pol]):
             write_results([res], out_dir / "sim" / pol / f"seed-{k}")
     doc = {**meta, "table": v.table.to_dict(orient="records"), "iteration_cost": v.cost,

@@ -8,7 +8,9 @@ of (seed, request, step) only, so every policy and both engines see the same dra
   i.e. the run is drawn from the per-position conditional rates; confidences = the rates.
 - empirical: the request walks one measured request's steps in order (cycling when it needs
   more); which measured request is drawn from the seed. Confidences are the measured ones
-  when the profile has them, else the task's measured conditional acceptance.
+  when the profile has them, else the task's measured conditional acceptance. A step whose
+  measured `drafted` is below gamma (an n-gram drafter found a shorter match, or none)
+  verifies at most that many drafts; only the reference engine applies this cap.
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ class AcceptanceSampler:
         self._offset = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64) if n else slots
         self._uniform = rng.random(int(slots.sum()) + pad + 1) if self._param.any() else np.zeros(1)
         # Empirical: all measured requests of all tasks end to end; each request picks one.
-        starts, lengths, acc, surv = [], [], [], []
+        starts, lengths, acc, surv, capped = [], [], [], [], []
         first = np.zeros(len(specs), dtype=np.int64)
         count = np.zeros(len(specs), dtype=np.int64)
         pos = 0
@@ -73,10 +75,17 @@ class AcceptanceSampler:
                 starts.append(pos)
                 lengths.append(len(req.accepted))
                 acc.append(req.accepted)
+                drafted = getattr(req, "drafted", None)
+                capped.append(np.full(len(req.accepted), g, np.int64) if drafted is None
+                              else np.asarray(drafted, dtype=np.int64))
                 surv.append(survivals(conf))
                 pos += len(req.accepted)
         self._emp_acc = np.concatenate(acc).astype(np.int64) if acc else np.zeros(1, np.int64)
         self._emp_surv = np.concatenate(surv) if surv else np.zeros((1, g))
+        # drafts the drafter proposed at each measured step (an n-gram drafter may propose
+        # fewer than gamma, or none); None when every step drafted gamma
+        self._emp_drafted = np.concatenate(capped) if capped else np.full(1, g, np.int64)
+        self.caps_drafts = bool((self._emp_drafted < g).any())
         pick = first[self.task_index] + (rng.random(n) * count[self.task_index]).astype(np.int64)
         starts_a = np.asarray(starts + [0], dtype=np.int64)
         lengths_a = np.asarray(lengths + [1], dtype=np.int64)
@@ -94,6 +103,12 @@ class AcceptanceSampler:
         drawn = (u[:, :, None] < self._row_surv[rows][:, None, :]).sum(axis=2)
         idx = self._emp_start[rows][:, None] + steps % self._emp_len[rows][:, None]
         return np.where(param, drawn, self._emp_acc[idx])
+
+    def drafted(self, rows: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """(R, M) drafts proposed at those decode steps (gamma for parametric tasks): a step
+        verifies at most this many (formats.md, empirical `drafted`)."""
+        idx = self._emp_start[rows][:, None] + steps % self._emp_len[rows][:, None]
+        return np.where(self._param[rows][:, None], self.gamma, self._emp_drafted[idx])
 
     def row_survival(self, rows: np.ndarray) -> np.ndarray:
         """(R, gamma) survivals from each request's task: its parametric rates or measured mean

@@ -84,6 +84,13 @@ class Cluster:
         if engine == "loop" and not loopable and replica_cls is None:
             raise InputError(f"engine 'loop' needs a policy decided per batch composition; "
                              f"{policy_name} with this profile is not", field="engine")
+        if sampler is not None and sampler.caps_drafts and replica_cls is None:
+            # steps that drafted fewer than gamma (formats.md `drafted`): the reference engine
+            if engine in ("block", "loop"):
+                raise InputError(f"the acceptance profile caps some steps' drafts (`drafted`); "
+                                 f"engine {engine!r} does not model that, use 'reference' or "
+                                 f"'fast'", field="engine")
+            engine = "reference"
         cls = replica_cls or {"block": FastReplica, "loop": LoopReplica,
                               "reference": ReferenceReplica}.get(engine)
         if cls is None:     # "fast": per-iteration python loop where it applies, else blocks

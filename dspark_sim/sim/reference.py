@@ -30,6 +30,8 @@ class ReferenceReplica(ReplicaBase):
                             np.array([self.budget - r]), steps, accepted)
         lengths, raw = self.decide(cols, self.history)
         verify = lengths[0]
+        if self.sampler is not None and self.sampler.caps_drafts and r:
+            verify = np.minimum(verify, self.sampler.drafted(rows, steps)[:, 0])
         # 2. Decode tokens are budgeted first; prefill chunks take what is left, FCFS.
         decode_tokens = r + int(verify.sum())
         chunks, prefill_context = self.allocate_prefill(min(prefill_max, self.budget - decode_tokens))

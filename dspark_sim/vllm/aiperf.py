@@ -1,0 +1,172 @@
+"""NVIDIA AIPerf as the load generator: a trace as its Mooncake payload file, AIPerf run on a
+fixed schedule against a loopback server, and its per-request export read back.
+
+Each trace request becomes one Mooncake line `{"timestamp": ms, "session_id": id, "payload":
+{...}}` whose payload AIPerf sends verbatim (aiperf/dataset/loader/models.py `MooncakeTrace`):
+a /v1/completions body with the request's prompt as token ids (exactly `prompt_tokens`),
+`max_tokens = min_tokens = output_tokens`, `ignore_eos`, greedy, streamed. AIPerf writes one
+JSON record per request to `profile_export.jsonl` (`metadata` with the send and end times in
+ns, `metrics` with TTFT and latency in ms and the server's token usage, and
+`spec_decode_acceptance` with vLLM's per-request spec-decode metrics). `read_export` turns
+them into the simulator's request table: arrival = the scheduled time, first token and finish
+= the actual send time + AIPerf's TTFT and request latency; the send-time error (actual send
+minus schedule) is kept per request.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..fileio import write_text_atomic
+from ..traces.schema import Trace
+from .runtime import EngineError
+
+EXPORT = "profile_export.jsonl"
+
+
+def mooncake_lines(trace: Trace, prompts: list[list[int]], model: str) -> str:
+    """The trace as AIPerf's Mooncake payload file (fixed schedule, token-id prompts)."""
+    start = float(np.min(trace.arrival_s)) if len(trace) else 0.0
+    lines = []
+    for i in range(len(trace)):
+        out = int(trace.output_tokens[i])
+        body = {"model": model, "prompt": prompts[i], "max_tokens": out, "min_tokens": out,
+                "ignore_eos": True, "temperature": 0.0, "stream": True,
+                "stream_options": {"include_usage": True}}
+        lines.append(json.dumps({"timestamp": round((float(trace.arrival_s[i]) - start) * 1e3, 3),
+                                 "session_id": str(trace.ids[i]), "payload": body}))
+    return "\n".join(lines) + "\n"
+
+
+def run_aiperf(aiperf: Path, url: str, model: str, tokenizer: str, input_file: Path, out_dir: Path,
+               timeout_s: float, alive: Callable[[], bool] | None = None) -> Path:
+    """Run `aiperf profile` on the fixed schedule of `input_file`; the export's path. Stops
+    (keeping what AIPerf exported) when `timeout_s` passes or `alive()` turns false."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [str(aiperf), "profile", "--model", model, "--url", url, "--endpoint-type", "completions",
+           "--streaming", "--input-file", str(input_file), "--custom-dataset-type", "mooncake_trace",
+           "--fixed-schedule", "--fixed-schedule-auto-offset", "--tokenizer", tokenizer,
+           "--use-server-token-count", "--artifact-dir", str(out_dir), "--ui-type", "none",
+           "--request-timeout-seconds", str(int(timeout_s))]
+    env = dict(os.environ)
+    # AIPerf's offline mode resolves every tokenizer name through the hub cache, so a local
+    # folder fails under HF_HUB_OFFLINE; without it a local folder loads from disk.
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("TRANSFORMERS_OFFLINE", None)
+    log_path = out_dir / "aiperf.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout_s + 120
+        server_died = False
+        while proc.poll() is None:
+            if time.monotonic() > deadline or (alive is not None and not alive()):
+                server_died = alive is not None and not alive()
+                os.killpg(proc.pid, 15)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, 9)
+                break
+            time.sleep(0.5)
+    export = out_dir / EXPORT
+    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+    if server_died:
+        raise EngineError(f"the vLLM server died during the replay; AIPerf stopped.\n{tail}")
+    if proc.returncode not in (0, None) and not export.exists():
+        raise EngineError(f"AIPerf exited with status {proc.returncode} (log {log_path}):\n{tail}")
+    if not export.exists():
+        raise EngineError(f"AIPerf wrote no {EXPORT} (log {log_path}):\n{tail}")
+    return export
+
+
+def _spec(rec: dict) -> dict | None:
+    """vLLM's per-request spec-decode metrics of an AIPerf record (None without speculation)."""
+    spec = rec.get("spec_decode_acceptance")
+    return spec if isinstance(spec, dict) else None
+
+
+def _metric(rec: dict, name: str) -> float:
+    m = (rec.get("metrics") or {}).get(name)
+    return float(m["value"]) if isinstance(m, dict) and m.get("value") is not None else float("nan")
+
+
+def read_export(path: Path, trace: Trace) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """AIPerf's per-request records of a replay of `trace` -> (requests frame in trace order,
+    replay fidelity: send-time error, errors, records matched). Records are matched to trace
+    requests by the session id written into the Mooncake file."""
+    index = {str(i): k for k, i in enumerate(trace.ids)}
+    n = len(trace)
+    start_ns = np.full(n, np.nan)
+    credit_ns = np.full(n, np.nan)
+    ttft = np.full(n, np.nan)
+    latency = np.full(n, np.nan)
+    out_tokens = np.zeros(n, dtype=np.int64)
+    steps = np.zeros(n, dtype=np.int64)
+    drafted = np.zeros(n, dtype=np.int64)
+    accepted = np.zeros(n, dtype=np.int64)
+    errors: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON: {exc.msg}", file=path, line=line_no) from None
+            meta = rec.get("metadata") or {}
+            sid = str(meta.get("conversation_id", ""))
+            if sid not in index:
+                raise InputError(f"record for unknown request {sid!r}", file=path, line=line_no,
+                                 field="metadata.conversation_id")
+            k = index[sid]
+            if rec.get("error"):
+                errors.append(f"{sid}: {rec['error']}")
+                continue
+            start_ns[k] = float(meta.get("request_start_ns", np.nan))
+            credit_ns[k] = float(meta.get("credit_issued_ns", np.nan))
+            ttft[k] = _metric(rec, "time_to_first_token") / 1e3
+            latency[k] = _metric(rec, "request_latency") / 1e3
+            tokens = _metric(rec, "usage_completion_tokens")
+            out_tokens[k] = int(tokens) if np.isfinite(tokens) else 0
+            spec = _spec(rec)
+            if spec is not None:
+                drafted[k] = int(spec.get("num_draft_tokens") or 0)
+                accepted[k] = int(spec.get("num_accepted_draft_tokens") or 0)
+            steps[k] = max(out_tokens[k] - 1 - accepted[k], 0)
+    scheduled = np.asarray(trace.arrival_s, dtype=float) - float(np.min(trace.arrival_s))
+    have = np.isfinite(start_ns)
+    t0 = float(np.min(credit_ns[have] - scheduled[have] * 1e9)) if have.any() else 0.0
+    sent = (start_ns - t0) / 1e9
+    first = sent + ttft
+    finish = sent + latency
+    decode = out_tokens - 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(decode > 0, (finish - first) / np.maximum(decode, 1), np.nan)
+        tps = np.where(tpot > 0, 1.0 / tpot, np.nan)
+    frame = pd.DataFrame({
+        "id": trace.ids, "task": trace.task, "replica": 0, "arrival_s": scheduled,
+        "first_token_s": first, "finish_s": finish, "prompt_tokens": trace.prompt_tokens,
+        "output_tokens": out_tokens, "steps": steps, "drafted_tokens": drafted,
+        "verified_tokens": drafted, "accepted_tokens": accepted, "ttft_s": first - scheduled,
+        "tpot_s": tpot, "tps_user": tps})
+    send_error = (sent - scheduled)[have]
+    fidelity = {"records": int(have.sum()), "requests": n, "errors": errors[:20],
+                "error_count": len(errors),
+                "send_error_s": {"median": float(np.median(send_error)) if have.any() else None,
+                                 "p99": float(np.percentile(send_error, 99)) if have.any() else None,
+                                 "max": float(np.max(send_error)) if have.any() else None}}
+    return frame, fidelity
+
+
+def write_input(trace: Trace, prompts: list[list[int]], model: str, path: Path) -> Path:
+    write_text_atomic(path, mooncake_lines(trace, prompts, model))
+    return path

@@ -1,0 +1,153 @@
+"""Serve a trace on vLLM: a loopback server per policy, AIPerf on the trace's fixed schedule,
+the simulator's requests.csv / summary.json, plus what vLLM itself measured.
+
+Per policy one server is started (its speculative config differs), warmed up with two short
+requests, scraped for Prometheus metrics, given the trace by AIPerf, scraped again; every
+repeat of that policy reuses the warm server. A run's directory keeps the server's log, its
+per-iteration records (iterations.csv, vLLM's own columns), both metric scrapes
+(metrics-before.txt / metrics-after.txt, the input of `acceptance import vllm --before`), the
+Mooncake input and AIPerf's export.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..fileio import write_json_atomic, write_text_atomic
+from ..serve.engine import ServeResult
+from ..sim.metrics import requests_csv, summarise
+from ..traces.schema import Trace
+from .aiperf import read_export, run_aiperf, write_input
+from .client import run_schedule
+from .iterations import LogCursor, kv_capacity_tokens, parse_iterations, vllm_version
+from .runtime import EngineError, ServerSpec, VLLMServer, speculative_config
+
+
+@dataclass
+class VLLMSetup:
+    """Everything a vLLM replay needs besides the trace."""
+
+    python: Path
+    aiperf: Path
+    base: ServerSpec                 # model, limits; the speculative config is the policy's
+    drafter: dict[str, Any]
+    tokenizer: str                   # a local folder AIPerf loads (it counts nothing with it)
+    url: str | None = None           # attach to a running server instead of starting one
+    timeout_s: float | None = None   # per run; default: trace span + 600 s
+
+
+def _spec_for(setup: VLLMSetup, policy: str) -> ServerSpec:
+    from dataclasses import replace
+
+    return replace(setup.base, speculative=speculative_config(policy, setup.drafter))
+
+
+def _warm_up(url: str, model: str, vocab_ids: list[int]) -> None:
+    recs = run_schedule(url, model, [vocab_ids, vocab_ids[::-1]], [8, 8], [0.0, 0.0], timeout_s=120)
+    bad = [r.error for r in recs if r.error]
+    if bad:
+        raise EngineError(f"vLLM refused the warm-up request: {bad[0]}")
+
+
+class AttachedServer:
+    """A running server given by --url: scraped, never started or stopped."""
+
+    def __init__(self, url: str, model: str) -> None:
+        from .client import check_loopback
+
+        check_loopback(url)
+        self.url, self.log_path, self.start_s = url.rstrip("/"), None, 0.0
+        self.spec = ServerSpec(model=model)
+
+    def alive(self) -> bool:
+        return True
+
+    def metrics_text(self) -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+            return r.read().decode("utf-8")
+
+
+def replay_on_server(server, trace: Trace, trace_name: str, policy: str, prompts: list[list[int]],
+                     setup: VLLMSetup, run_dir: Path, seed: int = 0, hw_name: str = "vllm") -> ServeResult:
+    """One replay of `trace` on a running server (`VLLMServer` or `AttachedServer`)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cursor = LogCursor(server.log_path) if server.log_path else None
+    model = server.spec.served_name
+    before = server.metrics_text()
+    write_text_atomic(run_dir / "metrics-before.txt", before)
+    span = float(max(trace.arrival_s) - min(trace.arrival_s)) if len(trace) else 0.0
+    timeout = setup.timeout_s or span + 600.0
+    input_file = write_input(trace, prompts, model, run_dir / "aiperf-input.jsonl")
+    load = os.getloadavg()
+    t0 = time.perf_counter()
+    export = run_aiperf(setup.aiperf, server.url, model, setup.tokenizer, input_file,
+                        run_dir / "aiperf", timeout, server.alive)
+    wall = time.perf_counter() - t0
+    after = server.metrics_text() if server.alive() else ""
+    write_text_atomic(run_dir / "metrics-after.txt", after)
+    frame, fidelity = read_export(export, trace)
+    iterations = None
+    if cursor is not None:
+        time.sleep(0.3)
+        iterations = parse_iterations(cursor.read_new())
+        write_text_atomic(run_dir / "iterations.csv", requests_csv(iterations))
+    summary = summarise(frame, policy=policy, trace=trace_name, hw=hw_name, acceptance=None,
+                        seed=seed, gpus=1, iterations=0 if iterations is None else len(iterations),
+                        sim_wall_s=wall)
+    spec_steps = int((frame["drafted_tokens"] > 0).sum())
+    drafted, accepted = int(frame["drafted_tokens"].sum()), int(frame["accepted_tokens"].sum())
+    summary.update({
+        "engine": "vllm", "replicas": 1, "gpus": 1, "load_generator": "aiperf",
+        "speculative_config": server.spec.speculative, "replay_fidelity": fidelity,
+        "requests_with_drafts": spec_steps, "drafted_tokens": drafted, "accepted_tokens": accepted,
+        "load_average_before": [round(v, 2) for v in load],
+        "load_average_after": [round(v, 2) for v in os.getloadavg()],
+        "metrics_before": str(run_dir / "metrics-before.txt"),
+        "metrics_after": str(run_dir / "metrics-after.txt")})
+    return ServeResult(policy, frame, summary, [], [], None)
+
+
+def serve_trace_vllm(trace: Trace, trace_name: str, policies: list[str], prompts: list[list[int]],
+                     setup: VLLMSetup, policy_dir: Callable[[str], Path], repeats: int = 1,
+                     seed: int = 0, on_run: Callable[[str, int, ServeResult], None] | None = None,
+                     status: Callable[[str], None] | None = None) -> dict[str, list[ServeResult]]:
+    """Every policy `repeats` times on one warm server per policy; run k of policy P is written
+    to policy_dir(P) (one repeat) or policy_dir(P)/run-k, each as soon as it ends."""
+    say = status or (lambda s: None)
+    results: dict[str, list[ServeResult]] = {}
+    warm_ids = prompts[0][:48] if prompts and prompts[0] else list(range(100, 148))
+    for pol in policies:
+        results[pol] = []
+        if setup.url:
+            server = AttachedServer(setup.url, setup.base.served_name)
+            say(f"{pol}: attached to {setup.url}")
+        else:
+            server = VLLMServer(_spec_for(setup, pol), setup.python, policy_dir(pol) / "vllm.log")
+            say(f"{pol}: starting vLLM")
+            server.start()
+        try:
+            _warm_up(server.url, server.spec.served_name, warm_ids)
+            for k in range(repeats):
+                say(f"{pol}: replay {k + 1}/{repeats}")
+                where = policy_dir(pol) if repeats == 1 else policy_dir(pol) / f"run-{k}"
+                res = replay_on_server(server, trace, trace_name, pol, prompts, setup, where, seed)
+                if isinstance(server, VLLMServer):
+                    text = server.log_path.read_text(errors="replace")
+                    res.summary.update({"vllm_version": vllm_version(text),
+                                        "kv_capacity_tokens": kv_capacity_tokens(text),
+                                        "server_start_s": round(server.start_s, 1),
+                                        "server_args": server.spec.args(0)[2:]})
+                write_text_atomic(where / "requests.csv", requests_csv(res.requests))
+                write_json_atomic(where / "summary.json", res.summary)
+                results[pol].append(res)
+                if on_run:
+                    on_run(pol, k, res)
+        finally:
+            if isinstance(server, VLLMServer):
+                server.stop()
+    return results
