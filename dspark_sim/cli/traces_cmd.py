@@ -112,6 +112,44 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {out} ({len(imported.trace):,} requests)"
                    + (f"; {'; '.join(notes)}" if notes else ""))
 
+    @trace.command("slice")
+    def slice_(
+        source: Path = typer.Argument(..., metavar="TRACE", help="Trace JSONL (or a file "
+                                      "`trace import` reads: azure, burstgpt, mooncake)."),
+        out: Path = typer.Option(..., "--out", help="Trace JSONL to write (atomically)."),
+        window: str = typer.Option("0:", "--window", help="START:DURATION in seconds from the "
+                                   "first arrival (DURATION empty = to the end)."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="At most this many requests."),
+        prompt_scale: float = typer.Option(1.0, "--prompt-scale", help="Multiply prompt lengths."),
+        output_scale: float = typer.Option(1.0, "--output-scale", help="Multiply output lengths."),
+        max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", help="Clip "
+                                                        "prompt lengths to this."),
+        max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", help="Clip "
+                                                        "output lengths to this."),
+        stretch: float = typer.Option(1.0, "--stretch", help="Multiply arrival times from the "
+                                      "window's start (> 1 spreads arrivals out)."),
+        task: str = typer.Option("default", "--task", help="Task label when importing a "
+                                 "non-trace file."),
+    ) -> None:
+        """A window of a trace with lengths scaled to another model (e.g. an Azure slice for a
+        small target on a CPU)."""
+        from ..traces import write_trace
+        from ..traces.importers import read_any
+        from ..traces.transform import slice_trace
+
+        start_text, _, dur_text = window.partition(":")
+        try:
+            start = float(start_text or 0)
+            duration = float(dur_text) if dur_text else None
+        except ValueError:
+            raise InputError(f"must be START:DURATION in seconds, got {window!r}", field="--window") from None
+        sliced = slice_trace(read_any(source, task), start, duration, prompt_scale, output_scale,
+                             max_prompt_tokens, max_output_tokens, stretch, limit)
+        write_trace(out, sliced)
+        typer.echo(f"wrote {out} ({len(sliced):,} requests over {float(sliced.arrival_s[-1]):.1f} s; "
+                   f"prompt mean {sliced.prompt_tokens.mean():.0f}, output mean "
+                   f"{sliced.output_tokens.mean():.0f})")
+
     @trace.command("stats")
     def stats(
         paths: list[Path] = typer.Argument(..., metavar="TRACE...", help="Trace JSONL files (or "

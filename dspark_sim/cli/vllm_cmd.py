@@ -16,7 +16,7 @@ VllmPythonOpt = Annotated[Optional[str], typer.Option(
     "it has vllm, else .venv-vllm/bin/python].")]
 VllmDrafterOpt = Annotated[str, typer.Option(
     "--vllm-drafter", help="vLLM's drafter for the speculative policies: ngram[:MIN-MAX] "
-    "(prompt lookup, default 2-3), draft_model:PATH, or a --speculative-config JSON object "
+    "(prompt lookup of MIN..MAX tokens, default 1-4 as the decode core's n-gram drafter), draft_model:PATH, or a --speculative-config JSON object "
     "(num_speculative_tokens comes from the policy).")]
 MaxSeqsOpt = Annotated[int, typer.Option("--max-num-seqs", help="vLLM's max_num_seqs (requests "
                                          "per iteration); the profile's max_batch_requests.")]

@@ -113,6 +113,7 @@ def read_export(path: Path, trace: Trace) -> tuple[pd.DataFrame, dict[str, Any]]
     steps = np.zeros(n, dtype=np.int64)
     drafted = np.zeros(n, dtype=np.int64)
     accepted = np.zeros(n, dtype=np.int64)
+    prompt_seen = np.zeros(n, dtype=np.int64)
     errors: list[str] = []
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
@@ -137,6 +138,8 @@ def read_export(path: Path, trace: Trace) -> tuple[pd.DataFrame, dict[str, Any]]
             latency[k] = _metric(rec, "request_latency") / 1e3
             tokens = _metric(rec, "usage_completion_tokens")
             out_tokens[k] = int(tokens) if np.isfinite(tokens) else 0
+            prompt = _metric(rec, "usage_prompt_tokens")
+            prompt_seen[k] = int(prompt) if np.isfinite(prompt) else 0
             spec = _spec(rec)
             if spec is not None:
                 drafted[k] = int(spec.get("num_draft_tokens") or 0)
@@ -161,6 +164,8 @@ def read_export(path: Path, trace: Trace) -> tuple[pd.DataFrame, dict[str, Any]]
     send_error = (sent - scheduled)[have]
     fidelity = {"records": int(have.sum()), "requests": n, "errors": errors[:20],
                 "error_count": len(errors),
+                "prompt_tokens_differing": int((have & (prompt_seen != np.asarray(trace.prompt_tokens))).sum()),
+                "output_tokens_differing": int((have & (out_tokens != np.asarray(trace.output_tokens))).sum()),
                 "send_error_s": {"median": float(np.median(send_error)) if have.any() else None,
                                  "p99": float(np.percentile(send_error, 99)) if have.any() else None,
                                  "max": float(np.max(send_error)) if have.any() else None}}

@@ -124,7 +124,7 @@ def parse_drafter(spec: str) -> dict[str, Any]:
         return doc
     name, _, arg = spec.partition(":")
     if name == "ngram":
-        lo, hi = 2, 3
+        lo, hi = 1, 4
         if arg:
             m = re.fullmatch(r"(\d+)-(\d+)", arg)
             if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
