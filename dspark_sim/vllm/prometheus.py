@@ -171,7 +171,12 @@ def spec_series(samples: list[Sample], model_name: str | None = None) -> tuple[d
         if s.name == PER_POS and not position.isdigit():
             raise InputError(f"expected a 'position' label 0, 1, ..., got {position!r}",
                              file=s.file, line=s.line, field=s.series())
-        out[(s.name, s.labels.get("engine", ""), position)] = s
+        key = (s.name, s.labels.get("engine", ""), position)
+        if key in out:
+            raise InputError(f"a second series for engine {key[1]!r} (the first is on line "
+                             f"{out[key].line}): labels beyond model_name, engine and position "
+                             "are not understood", file=s.file, line=s.line, field=s.series())
+        out[key] = s
     return out, chosen
 
 

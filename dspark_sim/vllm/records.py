@@ -76,7 +76,7 @@ def interleave(spec_accepted: list[int], spec_drafted: list[int],
     drafted = np.zeros(n, dtype=np.int64)
     spec = np.ones(n, dtype=bool)
     if missing:
-        spec[((np.arange(missing) + 0.5) * n / missing).astype(np.int64)] = False
+        spec[((2 * np.arange(missing) + 1) * n) // (2 * missing)] = False
     accepted[spec] = spec_accepted
     drafted[spec] = spec_drafted
     return accepted, drafted

@@ -32,6 +32,14 @@ def test_prometheus_import_gives_vllms_mean_acceptance_length(tmp_path, capsys):
     assert prof.tasks["chat"].mean_tau(3) == pytest.approx(1 + 767 / 600)
 
 
+def test_several_scrapes_pair_with_their_before_scrapes(tmp_path, capsys):
+    out = tmp_path / "two.json"
+    assert run(AFTER, AFTER, "--before", BEFORE, "--before", BEFORE, "--out", out) == 0
+    kept = AcceptanceProfile.load(out).extra["vllm"]["tasks"]["default"]
+    assert kept["num_drafts"] == 1200 and kept["accepted_per_pos"] == [734, 498, 302]
+    assert "no --before" not in capsys.readouterr().out
+
+
 def test_records_import_is_empirical_per_task_with_drafted(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert run(RESPONSES, "--out", out, "--name", "resp") == 0

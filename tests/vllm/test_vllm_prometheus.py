@@ -129,3 +129,12 @@ def test_decreasing_counter_names_the_after_line():
     with pytest.raises(InputError, match="decreased") as err:
         difference(after, before)
     assert err.value.file == str(BEFORE) and err.value.line is not None
+
+
+def test_series_split_by_an_unknown_label_is_refused(tmp_path):
+    path = tmp_path / "m.txt"
+    extra = 'vllm:spec_decode_num_drafts_total{engine="0",model_name="a",pid="7"} 1\n'
+    path.write_text(TWO_MODELS + extra)
+    with pytest.raises(InputError, match="second series") as err:
+        scrape_counts(path, model_name="a")
+    assert err.value.line == 11

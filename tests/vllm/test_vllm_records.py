@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from dspark_sim.errors import InputError
+from dspark_sim.vllm.acceptance_import import import_vllm
 from dspark_sim.vllm.records import TaskRule, interleave, load_task_map, read_records
 
 DATA = Path(__file__).parent / "data"
@@ -105,3 +106,12 @@ def test_aiperf_record_without_spec_block_and_failed_records(tmp_path):
     assert read.failed == 1 and len(read.requests) == 2
     acc, dr = read.requests[0].steps()
     assert read.requests[0].gamma is None and len(acc) == 15 and not dr.any()
+
+
+def test_records_tally_as_the_servers_counters():
+    # AIPerf's server_metrics_export.json of the same run (one engine): drafts 13, draft tokens
+    # 39, accepted 1, accepted per position [1, 0, 0]
+    report = import_vllm([AIPERF], "x", kind="parametric").reports[0]
+    c = report.counts
+    assert (c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens) == (13, 39, 1)
+    assert c.accepted_per_pos == [1, 0, 0] and report.requests == 6
