@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..vllm.acceptance_import import ImportResult
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +70,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(acceptance, name="acceptance")
 
 
-def _print_reports(result) -> None:
+def _print_reports(result: "ImportResult") -> None:
     """Per task: requests, steps, steps with drafts, vLLM's mean acceptance length, P(k | k-1)."""
     from rich.console import Console
     from rich.table import Table

@@ -161,7 +161,7 @@ def _from_records(files: list[Path], name: str, kind: str, rule: TaskRule,
                              "tasks": {r.task: r.summary() for r in reports}}
     notes = []
     if read.failed:
-        notes.append(f"skipped {read.failed} AIPerf records of failed requests")
+        notes.append(f"skipped {read.failed} AIPerf records of failed or cancelled requests")
     if short:
         notes.append(f"skipped {short} requests with a single completion token (no decode step)")
     return ImportResult(profile, reports, notes)

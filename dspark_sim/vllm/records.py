@@ -147,7 +147,7 @@ class RecordsRead:
     """Requests read from one or more files, and what was left out."""
 
     requests: list[RequestSteps] = field(default_factory=list)
-    failed: int = 0          # AIPerf records of failed requests (`error` set)
+    failed: int = 0          # AIPerf records of failed or cancelled requests
     models: set[str] = field(default_factory=set)
 
 
@@ -159,7 +159,8 @@ def read_records(path: str | Path, rule: TaskRule, into: RecordsRead | None = No
     for line, rec in iter_json_lines(path, "records file"):
         found = True
         if "metadata" in rec and "metrics" in rec and "choices" not in rec:
-            if rec.get("error"):
+            meta = rec["metadata"] if isinstance(rec["metadata"], dict) else {}
+            if rec.get("error") or meta.get("was_cancelled"):
                 out.failed += 1
                 continue
             req = _aiperf(rec, file, line)

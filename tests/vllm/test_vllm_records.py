@@ -100,10 +100,11 @@ def test_aiperf_record_without_spec_block_and_failed_records(tmp_path):
     plain = dict(recs[0])
     del plain["spec_decode_acceptance"]                        # AIPerf omits it with no verify steps
     failed = dict(recs[1], error={"code": 500, "type": "ServerError", "message": "boom"})
+    cancelled = dict(recs[1], metadata=dict(recs[1]["metadata"], was_cancelled=True))
     path = tmp_path / "p.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in (plain, failed, recs[1])) + "\n")
+    path.write_text("\n".join(json.dumps(r) for r in (plain, failed, cancelled, recs[1])) + "\n")
     read = read_records(path, TaskRule())
-    assert read.failed == 1 and len(read.requests) == 2
+    assert read.failed == 2 and len(read.requests) == 2
     acc, dr = read.requests[0].steps()
     assert read.requests[0].gamma is None and len(acc) == 15 and not dr.any()
 
