@@ -22,6 +22,7 @@ class EmpiricalRequest:
 
     accepted: np.ndarray                    # (steps,) ints in 0..gamma
     confidence: np.ndarray | None = None    # (steps, gamma) calibrated conditional confidences
+    drafted: np.ndarray | None = None       # (steps,) drafts proposed, accepted..gamma; None = gamma
 
 
 @dataclass
@@ -78,6 +79,8 @@ class AcceptanceProfile:
                 reqs = []
                 for r in t.requests:
                     item: dict[str, Any] = {"accepted": [int(v) for v in r.accepted]}
+                    if r.drafted is not None:
+                        item["drafted"] = [int(v) for v in r.drafted]
                     if r.confidence is not None:
                         item["confidence"] = np.round(r.confidence.astype(float), 5).tolist()
                     reqs.append(item)
@@ -158,8 +161,23 @@ def _task(check: FieldChecker, spec: Any, prefix: str, gamma: int) -> TaskAccept
                                  f"expected shape ({len(accepted)}, {gamma}) (steps x gamma), got {conf.shape}")
             if not np.all((conf >= 0) & (conf <= 1)):
                 raise check.fail(f"{field_}.confidence", "values must lie in [0, 1]")
-        requests.append(EmpiricalRequest(np.asarray(accepted, dtype=np.int64), conf))
+        drafted = _drafted(check, item.get("drafted"), accepted, f"{field_}.drafted", gamma)
+        requests.append(EmpiricalRequest(np.asarray(accepted, dtype=np.int64), conf, drafted))
     return TaskAcceptance("empirical", requests=requests)
+
+
+def _drafted(check: FieldChecker, raw: Any, accepted: list[int], field_: str,
+             gamma: int) -> np.ndarray | None:
+    """Validate the optional per-step draft counts: accepted[t] <= drafted[t] <= gamma."""
+    if raw is None:
+        return None
+    if (not isinstance(raw, list) or len(raw) != len(accepted)
+            or any(isinstance(d, bool) or not isinstance(d, int) for d in raw)):
+        raise check.fail(field_, f"expected a list of {len(accepted)} integers (one per step)")
+    for t, (a, d) in enumerate(zip(accepted, raw)):
+        if not a <= d <= gamma:
+            raise check.fail(f"{field_}[{t}]", f"must lie in accepted[{t}]..gamma = {a}..{gamma}, got {d}")
+    return np.asarray(raw, dtype=np.int64)
 
 
 def dumps_profile(doc: dict[str, Any]) -> str:
