@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         profile_name = name or out.name.removesuffix(".json").removesuffix(".acceptance")
         result = import_vllm(files, profile_name, kind, rule, before, model_name, drafter_kind)
         AcceptanceProfile.from_dict(result.profile.to_dict())   # the file will load back
-        _print_reports(result)
+        print_report(result)
         result.profile.save(out)
         kinds = sorted({t.kind for t in result.profile.tasks.values()})
         typer.echo(f"wrote {out} ({'/'.join(kinds)}, gamma={result.profile.gamma}, "
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(acceptance, name="acceptance")
 
 
-def _print_reports(result: "ImportResult") -> None:
+def print_report(result: "ImportResult") -> None:
     """Per task: requests, steps, steps with drafts, vLLM's mean acceptance length, P(k | k-1)."""
     from rich.console import Console
     from rich.table import Table

@@ -257,12 +257,69 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
 
 
 def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
-    """The empirical acceptance profile of a policy's first vLLM run (AIPerf's records)."""
-    from ..vllm.records import profile_from_aiperf
+    """The empirical acceptance profile of a policy's first vLLM run: AIPerf's per-request
+    records, each request's task from the trace (`acceptance import vllm` with a task map)."""
+    from ..vllm.acceptance_import import import_vllm
+    from ..vllm.records import TaskRule
 
     run = policy_dir if repeats == 1 else policy_dir / "run-0"
     export = run / "aiperf" / "profile_export.jsonl"
-    prof = profile_from_aiperf(export, trace, name=f"vllm-{policy}-{policy_dir.parent.parent.name}")
+    rule = TaskRule(path="metadata.conversation_id",
+                    mapping={str(i): str(t) for i, t in zip(trace.ids, trace.task)}, map_file="trace")
+    prof = import_vllm([export], f"vllm-{policy}", kind="empirical", rule=rule,
+                       drafter_kind="ngram").profile
     path = run / "acceptance.json"
     prof.save(path)
     return prof, str(path)
+
+
+def run_vllm_measure(out: Path, target: str, tasks: str, n: Optional[int], max_new_tokens: int,
+                     gamma: int, chat: bool, name: Optional[str], vllm_python: Optional[str],
+                     drafter: str, max_num_seqs: int, max_num_batched_tokens: int, max_model_len: int,
+                     kv_cache_gib: float, threads: int, dtype: str) -> None:
+    """measure --engine vllm: the prompt sets through vLLM's drafter at K = gamma; the empirical
+    acceptance profile, its per-task report and the records it came from."""
+    import tempfile
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from transformers import AutoTokenizer
+
+    from ..decode.prompts import parse_tasks
+    from ..vllm.acceptance_import import import_vllm
+    from ..vllm.measure import measure_records
+    from ..vllm.records import TaskRule
+    from ..vllm.runtime import (VLLMServer, drafter_kind, parse_drafter, resolve_model,
+                                speculative_config, vllm_python as find_python)
+    from .acceptance_cmd import print_report
+
+    if gamma < 1 or max_new_tokens < 1 or (n is not None and n < 1):
+        raise InputError("--gamma, --max-new-tokens and --n must be >= 1", field="--gamma")
+    prompt_sets = parse_tasks(tasks, n)
+    python = find_python(vllm_python)
+    drafter_cfg = parse_drafter(drafter)
+    model, model_name = resolve_model(target)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    spec = server_spec(model, speculative_config(f"static-{gamma}", drafter_cfg), max_num_seqs,
+                       max_num_batched_tokens, max_model_len, kv_cache_gib, threads, dtype,
+                       iteration_log=False)
+    stem = out.name[: -len(".acceptance.json")] if out.name.endswith(".acceptance.json") else out.stem
+    records_path = out.with_name(stem + ".records.jsonl")
+    console = Console(stderr=True)
+    log = Path(tempfile.mkdtemp(prefix="vllm-measure-")) / "vllm.log"
+    total = sum(map(len, prompt_sets.values()))
+    with VLLMServer(spec, python, log) as server:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task(f"vLLM {drafter_cfg['method']} K={gamma}", total=total)
+            measure_records(server.url, spec.served_name, tokenizer, prompt_sets, max_new_tokens,
+                            chat, records_path, lambda k: bar.update(task, completed=k))
+    result = import_vllm([records_path], name or stem, kind="empirical",
+                         rule=TaskRule(path="task"), drafter_kind=drafter_kind(drafter_cfg))
+    prof = result.profile
+    prof.target, prof.drafter = model_name, f"vllm-{drafter_cfg['method']}"
+    prof.extra.setdefault("vllm", {}).update({"speculative_config": spec.speculative,
+                                              "max_new_tokens": max_new_tokens, "chat": chat,
+                                              "prompts": tasks, "n": n})
+    prof.save(out)
+    print_report(result)
+    typer.echo(f"wrote {out} and {records_path}")

@@ -41,9 +41,7 @@ class Sent:
                 return t
         return float("nan")
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.completion_tokens == self.max_tokens
+
 
 
 def check_loopback(url: str) -> tuple[str, int]:
@@ -96,11 +94,12 @@ def _post_stream(host: str, port: int, body: dict, rec: Sent, t0: float, timeout
 
 
 def run_schedule(url: str, model: str, prompts: list[list[int]], max_tokens: list[int],
-                 at_s: list[float], *, timeout_s: float = 600.0, extra: dict | None = None,
+                 at_s: list[float], *, timeout_s: float = 600.0, exact: bool = True,
+                 extra: dict | None = None,
                  stop: Callable[[], bool] | None = None,
                  progress: Callable[[int], None] | None = None) -> list[Sent]:
     """Send request i at `at_s[i]` seconds (prompt ids `prompts[i]`, exactly `max_tokens[i]`
-    tokens out) and wait for all; `stop()` true ends the schedule early (unsent requests keep
+    tokens out, or up to that many ending at EOS when not `exact`) and wait for all; `stop()` true ends the schedule early (unsent requests keep
     error "not sent"). Requests still open `timeout_s` after the last send are cut off."""
     host, port = check_loopback(url)
     recs = [Sent(i, float(a), len(p), int(m)) for i, (p, m, a) in enumerate(zip(prompts, max_tokens, at_s))]
@@ -127,8 +126,9 @@ def run_schedule(url: str, model: str, prompts: list[list[int]], max_tokens: lis
         if stop is not None and stop():
             break
         body = {"model": model, "prompt": prompts[rec.index], "max_tokens": rec.max_tokens,
-                "min_tokens": rec.max_tokens, "ignore_eos": True, "temperature": 0.0, "stream": True,
+                "temperature": 0.0, "stream": True,
                 "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+                **({"min_tokens": rec.max_tokens, "ignore_eos": True} if exact else {}),
                 **(extra or {})}
         th = threading.Thread(target=one, args=(rec, body), daemon=True)
         th.start()

@@ -1,0 +1,105 @@
+"""A real vLLM engine serves a tiny trace end to end (AIPerf on the fixed schedule), and what it
+measured comes back as an acceptance profile the simulator reproduces.
+
+Needs `make setup-vllm`; skipped without it, except where DSPARK_SIM_REQUIRE_VLLM=1 (CI),
+where a missing engine fails the suite."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dspark_sim.cli import main
+from dspark_sim.errors import InputError
+from dspark_sim.profiles.acceptance import AcceptanceProfile
+from dspark_sim.profiles.registry import hw_profile_path, load_hw_profile
+from dspark_sim.sim.replay import replay
+from dspark_sim.traces.schema import load_trace
+from dspark_sim.vllm.prometheus import scrape_counts
+from dspark_sim.vllm.runtime import aiperf_command, vllm_python
+
+pytestmark = pytest.mark.vllm
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _engine_or_skip():
+    try:
+        return vllm_python(), aiperf_command()
+    except InputError as exc:
+        if os.environ.get("DSPARK_SIM_REQUIRE_VLLM") == "1":
+            pytest.fail(f"vLLM is required here (DSPARK_SIM_REQUIRE_VLLM=1): {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    _engine_or_skip()
+    tmp = tmp_path_factory.mktemp("vllm")
+    lines = (REPO / "traces" / "validate-burst.jsonl").read_text().splitlines()[:8]
+    recs = [json.loads(x) for x in lines]
+    for r in recs:                                   # a few seconds of decoding on two cores
+        r["output_tokens"] = min(r["output_tokens"], 40)
+        r["arrival_s"] = round(r["arrival_s"] / 4, 6)
+    trace = tmp / "tiny.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp / "run"
+    rc = main(["serve-replay", str(trace), "--engine", "vllm", "--policy", "static-3",
+               "--vllm-drafter", "ngram:1-4", "--out", str(out), "--timeout", "300"])
+    assert rc in (0, None)
+    return trace, out
+
+
+def test_serve_replay_writes_the_trace_served(served):
+    trace_path, out = served
+    trace = load_trace(trace_path)
+    frame = pd.read_csv(out / "requests.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(frame["id"]) == list(trace.ids)
+    assert (frame["output_tokens"].to_numpy() == trace.output_tokens).all()
+    assert (frame["prompt_tokens"].to_numpy() == trace.prompt_tokens).all()
+    assert summary["completed"] == summary["requests"] == len(trace)
+    assert summary["output_tokens"] == int(trace.output_tokens.sum())
+    fid = summary["replay_fidelity"]
+    assert fid["records"] == len(trace) and fid["prompt_tokens_differing"] == 0
+    assert fid["output_tokens_differing"] == 0 and fid["error_count"] == 0
+    assert (frame["ttft_s"] > 0).all() and (frame["finish_s"] >= frame["first_token_s"]).all()
+    assert summary["engine"] == "vllm" and summary["speculative_config"]["num_speculative_tokens"] == 3
+    assert (out / "iterations.csv").stat().st_size > 0
+
+
+def test_imported_acceptance_reproduces_what_vllm_reported(served, tmp_path):
+    trace_path, out = served
+    trace = load_trace(trace_path)
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps({str(i): str(t) for i, t in zip(trace.ids, trace.task)}))
+    acc = tmp_path / "acc.json"
+    assert main(["acceptance", "import", "vllm", str(out / "aiperf" / "profile_export.jsonl"),
+                 "--task-map", str(tasks), "--out", str(acc)]) in (0, None)
+    prof = AcceptanceProfile.load(acc)
+    assert prof.gamma == 3
+    # the server's own counters over the run agree with the per-request records
+    counts, _ = scrape_counts(out / "metrics-after.txt", before=out / "metrics-before.txt")
+    frame = pd.read_csv(out / "requests.csv")
+    assert counts.num_accepted_tokens == frame["accepted_tokens"].sum()
+    assert counts.num_draft_tokens == frame["drafted_tokens"].sum()
+    # vLLM's mean acceptance length (over steps that drafted) is the imported profile's
+    imported = json.loads(acc.read_text())["vllm"]
+    spec_steps = sum(t["num_drafts"] for t in imported["tasks"].values())
+    assert spec_steps == counts.num_drafts
+    # the simulator, walking the imported steps, makes vLLM's tokens per decode step and verifies
+    # as many drafts as vLLM drafted (within the sampling error of picking measured requests)
+    hw = load_hw_profile(hw_profile_path("constant-10ms"))
+    per_request = (frame["output_tokens"] - 1) / frame["steps"]
+    real_tau = (frame["output_tokens"] - 1).sum() / frame["steps"].sum()
+    se = float(per_request.std(ddof=1) / np.sqrt(len(frame)))
+    taus, verified = [], []
+    for seed in range(8):
+        sim = replay(trace, "static-3", hw, prof, seed=seed)
+        taus.append(sim.summary["mean_tau"])
+        verified.append(sim.requests["verified_tokens"].sum())
+    assert abs(np.mean(taus) - real_tau) <= 3 * se + 0.02, (taus, real_tau, se)
+    drafted = frame["drafted_tokens"].sum()
+    assert abs(np.mean(verified) / drafted - 1) < 0.35, (verified, drafted)
+    assert np.mean(verified) < 3 * frame["steps"].sum()      # no-draft steps verify nothing
