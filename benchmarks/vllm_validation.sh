@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# vLLM as the reference engine, on this machine: its measured step curve, the simulator against
+# it on the validation traces and an Azure conversation slice, and its n-gram drafter's acceptance
+# on GSM8K / HumanEval / MT-Bench beside the decode core's. Needs `make setup setup-vllm`.
+# Usage: benchmarks/vllm_validation.sh [profile] [validate] [acceptance] [curves]  (default: all)
+# Settings: POLICIES (ar,static-2,static-4), REPEATS (3), TRACES (validate-burst
+# validate-concurrent azure-slice), N (20 prompts per task), OUT (runs/vllm). Summaries are copied
+# to docs/validation/vllm-<trace>/ and docs/vllm/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 COLUMNS=${COLUMNS:-160}
+CLI=".venv/bin/python -m dspark_sim"
+POLICIES=${POLICIES:-ar,static-2,static-4}
+REPEATS=${REPEATS:-3}
+OUT=${OUT:-runs/vllm}
+N=${N:-20}
+TRACES=${TRACES:-validate-burst validate-concurrent azure-slice}
+DRAFTER="ngram:1-4"                      # the decode core's n-gram lengths (1..4, most recent match)
+PROMPTS=math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/HumanEval.jsonl,chat=../shared/prompts/mt_bench/question.jsonl
+mkdir -p "$OUT" docs/vllm
+
+for step in ${*:-profile validate acceptance curves}; do
+case $step in
+profile)
+  echo "load: $(cat /proc/loadavg)"
+  $CLI profile --engine vllm --target embedded --speculative static-4 --vllm-drafter "$DRAFTER" \
+    --name cpu-2core-smollm2-135m-vllm --out hw_profiles/cpu-2core-smollm2-135m-vllm.yaml
+  ;;
+validate)
+  # a production-like slice: the first 20 s of the Azure 2023 conversation trace, prompts / 8,
+  # outputs / 2 (<= 512 / 128 tokens), arrivals spread over 40 s
+  $CLI trace slice ../shared/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv --task chat \
+    --window 0:20 --prompt-scale 0.125 --output-scale 0.5 --max-prompt-tokens 512 \
+    --max-output-tokens 128 --stretch 2 --out "$OUT/azure-slice.jsonl"
+  for t in $TRACES; do
+    src=traces/$t.jsonl; [ -f "$src" ] || src=$OUT/$t.jsonl
+    echo "load: $(cat /proc/loadavg)"
+    $CLI validate "$src" --engine vllm --policies "$POLICIES" --vllm-drafter "$DRAFTER" \
+      --repeats "$REPEATS" --prompts "$PROMPTS" --out "$OUT/validate-$t"
+    mkdir -p "docs/validation/vllm-$t"
+    cp "$OUT/validate-$t"/validation.{md,json} "$OUT/validate-$t/overlay.png" "docs/validation/vllm-$t/"
+  done
+  ;;
+acceptance)
+  $CLI measure --engine vllm --vllm-drafter "$DRAFTER" --gamma 4 --tasks "$PROMPTS" --n "$N" \
+    --max-new-tokens 128 --out "$OUT/vllm-ngram-g4.acceptance.json" | tee "$OUT/vllm-ngram-g4.txt"
+  $CLI measure --drafter ngram --gamma 4 --tasks "$PROMPTS" --n "$N" --max-new-tokens 128 \
+    --no-plain --device cpu --threads 1 --out "$OUT/core-ngram-g4.acceptance.json" | tee "$OUT/core-ngram-g4.txt"
+  .venv/bin/python benchmarks/vllm_compare.py acceptance "$OUT/vllm-ngram-g4.acceptance.json" \
+    "$OUT/core-ngram-g4.acceptance.json" | tee docs/vllm/acceptance.md
+  ;;
+curves)
+  .venv/bin/python benchmarks/vllm_compare.py curves hw_profiles/cpu-2core-smollm2-135m-vllm.yaml \
+    hw_profiles/cpu-2core-smollm2-135m.yaml | tee docs/vllm/step-curves.md
+  ;;
+*) echo "unknown step $step" >&2; exit 2 ;;
+esac
+done
