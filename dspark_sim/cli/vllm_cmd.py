@@ -323,3 +323,35 @@ def run_vllm_measure(out: Path, target: str, tasks: str, n: Optional[int], max_n
     prof.save(out)
     print_report(result)
     typer.echo(f"wrote {out} and {records_path}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import-aiperf")
+    def import_aiperf(
+        export: Path = typer.Argument(..., metavar="EXPORT", help="AIPerf's per-request records "
+                                      "(profile_export.jsonl)."),
+        out: Path = typer.Option(..., "--out", help="Directory for requests.csv and summary.json."),
+        trace: Optional[Path] = typer.Option(None, "--trace", help="The trace AIPerf replayed, its "
+                                             "ids = the records' conversation ids (serve-replay "
+                                             "writes them so) [the records themselves: arrival = "
+                                             "when AIPerf issued each request]."),
+        policy: str = typer.Option("unknown", "--policy", help="Label of the served policy."),
+    ) -> None:
+        """An AIPerf run's records (yours or serve-replay's) as the simulator's requests.csv /
+        summary.json, with the replay's send-time error."""
+        from ..fileio import write_json_atomic, write_text_atomic
+        from ..sim.metrics import requests_csv, summarise
+        from ..traces.schema import load_trace
+        from ..vllm.aiperf import read_export, trace_from_export
+
+        tr = load_trace(trace) if trace else trace_from_export(export)
+        frame, fidelity = read_export(export, tr)
+        summary = summarise(frame, policy=policy, trace=str(trace or export), hw="measured",
+                            acceptance=None, seed=0, gpus=1, iterations=0, sim_wall_s=0.0)
+        summary.update({"engine": "aiperf-export", "replay_fidelity": fidelity,
+                        "drafted_tokens": int(frame["drafted_tokens"].sum()),
+                        "accepted_tokens": int(frame["accepted_tokens"].sum())})
+        write_text_atomic(out / "requests.csv", requests_csv(frame))
+        write_json_atomic(out / "summary.json", summary)
+        typer.echo(f"wrote {out / 'requests.csv'} and {out / 'summary.json'} ({fidelity['records']} of "
+                   f"{fidelity['requests']} requests recorded)")

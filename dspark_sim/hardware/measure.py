@@ -86,8 +86,8 @@ RUNNER_NOTES = {
                "token, then proposing)"),
     "vllm": ("a vLLM server's own iterations (dspark_sim/vllm/profile.py): bursts of R requests "
              "of C prompt tokens decoding together, each steady iteration's model time from vLLM's "
-             "iteration log plus the burst's engine overhead (period between streamed chunks minus "
-             "model time), grouped by the iteration's tokens (R x (1 + drafts)); prefill = one "
+             "iteration log plus the burst's engine overhead per iteration (its span minus the "
+             "summed model time), grouped by the iteration's tokens (R + drafts); prefill = one "
              "request's prompt in one iteration; the n-gram proposer runs inside the measured step"),
 }
 

@@ -23,10 +23,12 @@ class Timing:
     width: int           # tokens per request in the forward (verify width, chunk length, gamma)
     context: int         # KV tokens each request holds before the forward
     samples_s: list[float] = field(default_factory=list)
+    tokens: int | None = None   # batch tokens when the rows are ragged (a serving engine's
+                                # iteration: R requests, not all drafting); else R x width
 
     @property
     def batch_tokens(self) -> int:
-        return self.requests * self.width
+        return self.tokens if self.tokens is not None else self.requests * self.width
 
     @property
     def context_tokens(self) -> int:

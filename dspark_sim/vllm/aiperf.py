@@ -172,6 +172,39 @@ def read_export(path: Path, trace: Trace) -> tuple[pd.DataFrame, dict[str, Any]]
     return frame, fidelity
 
 
+def trace_from_export(path: Path) -> Trace:
+    """The trace an AIPerf export replayed, from its records alone (a user's own AIPerf run):
+    request = conversation id, arrival = when AIPerf issued it, lengths = the server's usage."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON: {exc.msg}", file=path, line=line_no) from None
+            meta = rec.get("metadata") if isinstance(rec, dict) else None
+            if not isinstance(meta, dict) or meta.get("credit_issued_ns") is None:
+                raise InputError("missing field", file=path, line=line_no, field="metadata.credit_issued_ns")
+            if rec.get("error") or meta.get("was_cancelled"):
+                continue
+            prompt, out = _metric(rec, "usage_prompt_tokens"), _metric(rec, "usage_completion_tokens")
+            if not (np.isfinite(prompt) and np.isfinite(out)) or prompt < 1 or out < 1:
+                raise InputError("missing or zero token usage (run AIPerf with --use-server-token-count)",
+                                 file=path, line=line_no, field="metrics.usage_completion_tokens")
+            rows.append((str(meta.get("conversation_id") or line_no), float(meta["credit_issued_ns"]),
+                         int(prompt), int(out)))
+    if not rows:
+        raise InputError("no completed records", file=path)
+    rows.sort(key=lambda r: r[1])
+    t = np.array([r[1] for r in rows])
+    return Trace(ids=np.array([r[0] for r in rows], dtype=object), arrival_s=(t - t[0]) / 1e9,
+                 prompt_tokens=np.array([r[2] for r in rows], dtype=np.int64),
+                 output_tokens=np.array([r[3] for r in rows], dtype=np.int64),
+                 task=np.full(len(rows), "default", dtype=object), name=str(path))
+
+
 def write_input(trace: Trace, prompts: list[list[int]], model: str, path: Path) -> Path:
     write_text_atomic(path, mooncake_lines(trace, prompts, model))
     return path

@@ -3,11 +3,11 @@
 A vLLM server (loopback, `--enable-logging-iteration-details`) is given bursts of R requests
 of C prompt tokens each (token-id prompts), which then decode `decode_steps` iterations
 together. vLLM's own log gives every iteration's prefill/decode requests and tokens and its
-model-execution time; the client sees the iteration period between streamed chunks. For each
-point the steady decode iterations (no prefill, all R requests decoding) are kept, grouped by
-the iteration's generation tokens (R x (1 + drafts) with speculation), and timed as model time +
-the point's measured engine overhead (period between chunks minus model time), so a profile
-step is what one iteration costs on the serving clock. Prefill points are one request's
+model-execution time; the client sees the burst's span. For each point the steady decode
+iterations (no prefill, all R requests decoding) are kept, grouped by the iteration's
+generation tokens (R + the drafts scheduled), and timed as model time + the burst's engine
+overhead per iteration (span minus summed model time, over its iterations), so a profile step
+is what one iteration costs on the serving clock. Prefill points are one request's
 prompt of L tokens (one iteration). With a speculative config the bursts alternate random
 prompts (the n-gram drafter rarely matches: 1 token per request) and prompts made of one
 repeated random block (it matches: 1 + K), so both widths are measured on the same server.
@@ -61,9 +61,12 @@ def _burst(server: VLLMServer, prompts: list[list[int]], max_tokens: int, cursor
     return recs, parse_iterations(cursor.read_new())
 
 
-def _chunk_gaps(recs) -> np.ndarray:
-    gaps = [np.diff(r.chunk_s[1:]) for r in recs if len(r.chunk_s) > 2]
-    return np.concatenate(gaps) if gaps else np.zeros(0)
+def _overhead(recs, iterations) -> float:
+    """The engine's time per iteration outside model execution over one burst: the burst's span
+    as the client saw it (first send to last chunk) minus vLLM's summed model time, per
+    iteration (>= 0). Chunk gaps are no measure of it: the API server merges chunks."""
+    span = max(r.finish_s for r in recs) - min(r.sent_s for r in recs)
+    return max((span - float(iterations.elapsed_ms.sum()) / 1e3) / len(iterations), 0.0)
 
 
 @dataclass
@@ -75,7 +78,7 @@ class PointRecord:
     context: int
     prompt: str
     model_s: float
-    period_s: float
+    period_s: float          # model_s + the burst's overhead per iteration
     iterations: int
 
     def as_dict(self) -> dict:
@@ -103,16 +106,15 @@ def profile_vllm(server: VLLMServer, grid: VLLMGrid, vocab: int, speculative: bo
                     prompts = [_prompt(rng, vocab, c, kind == "repeated") for _ in range(r)]
                     recs, it = _burst(server, prompts, grid.decode_steps + 1, cursor)
                     steady = it[(it.ctx_requests == 0) & (it.gen_requests == r)]
-                    period = float(np.median(_chunk_gaps(recs))) if len(_chunk_gaps(recs)) else float("nan")
-                    if not steady.empty and np.isfinite(period):
+                    if not steady.empty and len(it):
+                        overhead = _overhead(recs, it)
                         model = float(np.median(steady.elapsed_ms)) / 1e3
-                        records.append(PointRecord("decode", r, c, kind, model, period, len(steady)))
-                        overhead = max(period - model, 0.0)
+                        records.append(PointRecord("decode", r, c, kind, model, model + overhead,
+                                                   len(steady)))
                         for tokens, group in steady.groupby("gen_tokens"):
-                            if tokens % r == 0:
-                                key = ("decode", r, int(tokens) // r, c + grid.decode_steps // 2)
-                                samples.setdefault(key, []).extend(
-                                    (group.elapsed_ms.to_numpy() / 1e3 + overhead).tolist())
+                            key = ("decode", r, int(tokens), c + grid.decode_steps // 2)
+                            samples.setdefault(key, []).extend(
+                                (group.elapsed_ms.to_numpy() / 1e3 + overhead).tolist())
                     tick()
         one = [p for p in records if p.requests == 1]
         overhead1 = float(np.median([p.period_s - p.model_s for p in one])) if one else 0.0
@@ -123,7 +125,9 @@ def profile_vllm(server: VLLMServer, grid: VLLMGrid, vocab: int, speculative: bo
                 key = ("prefill", 1, length, 0)
                 samples.setdefault(key, []).extend((pre.elapsed_ms.to_numpy() / 1e3 + max(overhead1, 0.0)).tolist())
             tick()
-    timings = [Timing(op, r, w, c, s) for (op, r, w, c), s in sorted(samples.items())]
+    # decode keys hold the iteration's tokens (R requests, some drafting); prefill keys the width
+    timings = [Timing(op, r, max(n // r, 1), c, s, tokens=n) if op == "decode" else Timing(op, r, n, c, s)
+               for (op, r, n, c), s in sorted(samples.items())]
     if not timings:
         raise EngineError(f"no iteration details in the vLLM log; was it started with "
                           f"--enable-logging-iteration-details?\n{server.log_tail()}")

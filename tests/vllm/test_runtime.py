@@ -116,3 +116,19 @@ def test_a_record_of_an_unknown_request_is_refused(tmp_path):
     with pytest.raises(InputError) as err:
         read_export(bad, _trace(["a"], [0.0], [3]))
     assert "export.jsonl:1" in str(err.value) and "conversation_id" in str(err.value)
+
+
+def test_a_users_aiperf_export_is_imported_without_its_trace(tmp_path):
+    from dspark_sim.cli import main
+
+    out = tmp_path / "run"
+    assert main(["import-aiperf", str(DATA / "aiperf-export-3.jsonl"), "--out", str(out)]) in (0, None)
+    import pandas as pd
+    frame = pd.read_csv(out / "requests.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(frame) == 3 and summary["completed"] == 3 and frame["arrival_s"].min() == 0.0
+    assert summary["replay_fidelity"]["output_tokens_differing"] == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"metadata": {}}\n')
+    assert main(["import-aiperf", str(bad), "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
