@@ -26,3 +26,8 @@ class InputError(Exception):
             where += ": "
         field = f"field '{self.field}': " if self.field else ""
         return f"{where}{field}{self.message}"
+
+
+class EngineError(RuntimeError):
+    """A serving engine we drive (vLLM, AIPerf) failed or went away; the message carries the end
+    of its log. The CLI reports it without a traceback (exit status 1)."""

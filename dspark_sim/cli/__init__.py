@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from ..errors import InputError
+from ..errors import EngineError, InputError
 
 app = typer.Typer(
     name="dspark-sim",
@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
         return 2
+    except EngineError as exc:
+        typer.echo(f"engine error: {exc}", err=True)
+        return 1
     except typer.Abort:
         typer.echo("aborted", err=True)
         return 1

@@ -24,16 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import EngineError, InputError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_ENV = "DSPARK_SIM_VLLM_PYTHON"
 AIPERF_ENV = "DSPARK_SIM_AIPERF"
 SETUP_HINT = "run `make setup-vllm` (it builds .venv-vllm and .venv-aiperf) or pass the option"
-
-
-class EngineError(RuntimeError):
-    """vLLM (or AIPerf) failed or went away; the message carries the end of its log."""
 
 
 def _candidates(option: str | None, env: str, venv: str, exe: str) -> list[tuple[str, Path]]:
