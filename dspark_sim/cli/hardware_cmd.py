@@ -49,6 +49,15 @@ def register(app: typer.Typer) -> None:
         comm_overlap: float = typer.Option(0.0, "--comm-overlap", help="Fraction of communication hidden "
                                            "behind GEMMs (1.0: two-micro-batch overlap)."),
         overhead_ms: float = typer.Option(1.0, "--overhead-ms", help="Fixed per-step overhead in ms."),
+        layer_overhead_us: float = typer.Option(20.0, "--layer-overhead-us", help="Launch/sync cost "
+                                                "per decoder layer per forward, in us."),
+        collective_latency_us: float = typer.Option(10.0, "--collective-latency-us", help="Latency "
+                                                    "per TP all-reduce call, in us."),
+        a2a_latency_us: float = typer.Option(60.0, "--a2a-latency-us", help="Latency per EP "
+                                             "all-to-all (dispatch, combine), in us."),
+        attention_eff: Optional[float] = typer.Option(0.6, "--attention-eff", help="Fraction of peak "
+                                                      "HBM and FLOP/s decode attention reaches "
+                                                      "(at small batch)."),
         memory_util: float = typer.Option(0.9, "--memory-util", help="Fraction of HBM for weights + KV."),
         verify_width: int = typer.Option(2, "--verify-width", help="Query tokens per request assumed by "
                                          "per_context_token_s (matters for MLA, which is compute-bound)."),
@@ -73,7 +82,9 @@ def register(app: typer.Typer) -> None:
         settings = RooflineSettings(
             dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep, compute_efficiency=compute_eff,
             bandwidth_efficiency=bandwidth_eff, comm_efficiency=comm_eff, comm_overlap=comm_overlap,
-            overhead_s=overhead_ms / 1e3, memory_utilization=memory_util,
+            overhead_s=overhead_ms / 1e3, layer_overhead_s=layer_overhead_us / 1e6,
+            collective_latency_s=collective_latency_us / 1e6, a2a_latency_s=a2a_latency_us / 1e6,
+            attention_efficiency=attention_eff, memory_utilization=memory_util,
             verify_width=verify_width, gamma=gamma)
         shape = load_model_shape(model)
         roof = Roofline(shape, get_gpu(gpu), settings)
