@@ -116,9 +116,15 @@ def register(app: typer.Typer) -> None:
                                 contexts=(0.0, 512.0, 2048.0))
             console.print(f"wrote {path}")
 
-    @app.command("profile")
+    profile_app = typer.Typer(help="Hardware profiles from measurements: time the target on this "
+                              "device (dspark-sim profile --target T --out HW), or fit one to "
+                              "observed serving numbers (dspark-sim profile fit --help).")
+
+    @profile_app.callback(invoke_without_command=True)
     def profile(
-        out: Path = typer.Option(..., "--out", help="Write the measured profile YAML here (atomically)."),
+        ctx: typer.Context,
+        out: Optional[Path] = typer.Option(None, "--out", help="Write the measured profile YAML here "
+                                           "(atomically); required unless a subcommand is given."),
         target: Optional[str] = typer.Option(None, "--target", help="Model to time: 'embedded' "
                                              "(SmolLM2-135M-Instruct) or a local Hugging Face model folder."),
         random_config: Optional[str] = typer.Option(None, "--random-config", help="Instead of --target: "
@@ -154,6 +160,10 @@ def register(app: typer.Typer) -> None:
         plot: Optional[Path] = typer.Option(None, "--plot", help="Plot PNG [next to --out]."),
     ) -> None:
         """Measured hardware profile: time the target on this device, fit SPS(B), plot it."""
+        if ctx.invoked_subcommand is not None:
+            return
+        if out is None:
+            raise InputError("missing option --out (where to write the measured profile)", field="out")
         from rich.console import Console
         from rich.progress import Progress
 
@@ -229,6 +239,11 @@ def register(app: typer.Typer) -> None:
         path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"],
                             draft_points=prof.extra.get("draft_measurements"))
         console.print(f"wrote {out} and {path}")
+
+    from . import fit_cmd
+
+    fit_cmd.register(profile_app)
+    app.add_typer(profile_app, name="profile")
 
 
 def _print_drafts(console, prof) -> None:
