@@ -261,14 +261,21 @@ class Calibration:
         return least_squares(resid, x0, bounds=(0.0, np.inf), x_scale=1.0, xtol=1e-12,
                              ftol=1e-12, gtol=1e-12, max_nfev=2000)
 
+    def _load_key(self, i: int) -> tuple:
+        """What makes two observations the same load (their numbers then say the same thing)."""
+        p, m = self.points[i], self.meta[i]
+        if m is None:
+            return ("step", p.batch_tokens, p.context_tokens)
+        return ("load", p.policy, p.acceptance, m["users"], p.trace, p.prompt_tokens,
+                p.output_tokens, p.prefill)
+
     def _check_counts(self) -> None:
         if len(self.points) == 1:
             raise InputError(f"one observation cannot identify the {len(self.free)} parameters "
                              f"{', '.join(self.free)}; give observations at more loads or --fix "
                              "some parameters", field="observations")
-        loads = {(p.policy, self.meta[i]["users"], p.trace, p.prompt_tokens, p.output_tokens)
-                 for i, p in enumerate(self.points) if isinstance(p, LoadPoint)}
-        steps = {(p.batch_tokens, p.context_tokens) for p in self.points if isinstance(p, StepPoint)}
+        loads = {self._load_key(i) for i, p in enumerate(self.points) if isinstance(p, LoadPoint)}
+        steps = {self._load_key(i) for i, p in enumerate(self.points) if isinstance(p, StepPoint)}
         if len(loads) + len(steps) < 2:
             raise InputError("every observation is at the same load: the step curve's shape "
                              "cannot be identified; measure at least two concurrencies",
@@ -282,8 +289,10 @@ class Calibration:
     def identifiability(self, result) -> list[float]:
         """Singular values of the scaled Jacobian; InputError naming the trading parameters."""
         J = np.asarray(result.jac, dtype=float)
+        norms = np.linalg.norm(J, axis=0)
+        J = J / np.where(norms > 0, norms, 1.0)          # unit columns: a scale-free rank test
         s = np.linalg.svd(J, compute_uv=False) if J.size else np.zeros(1)
-        if len(s) < len(self.free) or s[-1] <= RANK_TOL * max(s[0], 1e-300):
+        if len(s) < len(self.free) or s[-1] <= RANK_TOL * max(s[0], 1e-300) or not norms.all():
             _, _, vt = np.linalg.svd(J)
             null = vt[-1]
             names = [p for p, v in zip(self.free, null) if abs(v) > 0.2]
@@ -322,15 +331,14 @@ class Calibration:
         """Spread of the fitted parameters over resampled (or perturbed) observations."""
         cfg, rng = self.cfg, np.random.default_rng(self.cfg.seed)
         n = len(self.points)
-        distinct = len({(p.policy, m["users"]) if m else (p.batch_tokens, p.context_tokens)
-                        for p, m in zip(self.points, self.meta)})
+        distinct = len({self._load_key(i) for i in range(n)})
         nonparametric = distinct >= len(self.free) + 2
         observed = [self.observed(p) for p in self.points]
         draws = []
         for _ in range(cfg.bootstrap):
             if nonparametric:
                 rows = rng.integers(0, n, n).tolist()
-                if len({tuple(self.observed(self.points[i])) for i in rows}) < len(self.free):
+                if len({self._load_key(i) for i in rows}) < len(self.free):
                     continue
                 res = self.solve(factors, observed, rows, x0=x)
             else:
