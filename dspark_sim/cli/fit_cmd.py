@@ -92,7 +92,11 @@ def register(profile_app: typer.Typer) -> None:
         if capture_sizes is not None:
             from ..hardware.curve_family import family_from_dict
 
-            sizes = [int(v) for v in capture_sizes.split(",") if v.strip()]
+            try:
+                sizes = [int(v) for v in capture_sizes.split(",") if v.strip()]
+            except ValueError:
+                raise InputError(f"expected comma-separated integers, got {capture_sizes!r}",
+                                 field="capture-sizes") from None
             fam = family_from_dict({"family": "buckets", "capture_sizes": sizes, "fixed": fam.fixed,
                                     "max_batch_tokens": fam.max_batch_tokens})
         points = read_observations(observations, policy=policy, acceptance=acceptance, gpus=gpus,

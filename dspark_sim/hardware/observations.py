@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import InputError
 from ..fileio import read_json, read_text, read_yaml
 from ..profiles.validate import FieldChecker
+from ..sim.policies import check_policy_name
 
 OBS_SCHEMA = "dspark-sim/observations/v1"
 PREFILL = ("disaggregated", "local")
@@ -82,8 +83,6 @@ def _load_point(rec: dict, check: FieldChecker, prefix: str, where: str, base_di
     if unknown:
         raise check.fail(f"{prefix}{sorted(unknown)[0]}", f"unknown field; known: {', '.join(sorted(_LOAD_FIELDS))}")
     policy = check.string(check.require(rec, "policy", prefix.rstrip(".")), f"{prefix}policy")
-    from ..sim.policies import check_policy_name
-
     try:
         check_policy_name(policy)
     except InputError as exc:

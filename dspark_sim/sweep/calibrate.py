@@ -111,8 +111,15 @@ def _acceptance(spec: str) -> AcceptanceProfile:
     return load_acceptance_profile(spec)
 
 
+@lru_cache(maxsize=16)
+def _trace_file(path: str) -> Trace:
+    return load_trace(path)
+
+
 def drafts_and_tau(obs: LoadPoint) -> tuple[int, float, str | None]:
-    """Drafts verified per request, expected tokens per verify, drafter kind (surrogate)."""
+    """Drafts verified per request, expected tokens per verify, drafter kind (surrogate only:
+    the default task's acceptance, and scheduled policies taken at gamma drafts; the
+    simulator's correction rounds absorb the difference)."""
     if obs.policy == "ar":
         return 0, 1.0, None
     acc = _acceptance(obs.acceptance)
@@ -127,7 +134,7 @@ def drafts_and_tau(obs: LoadPoint) -> tuple[int, float, str | None]:
 def point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
     """The trace a load point's users send: its file, or constant mean lengths."""
     if obs.trace:
-        return load_trace(obs.trace)
+        return _trace_file(obs.trace)
     task = _acceptance(obs.acceptance).default_task if obs.acceptance else "default"
     n = rows
     return Trace(ids=np.array([str(i) for i in range(n)], dtype=object), arrival_s=np.zeros(n),

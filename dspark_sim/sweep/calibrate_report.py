@@ -57,6 +57,11 @@ def report_markdown(result: FitResult) -> str:
                      f"{r['observed_tps_user']:.1f} -> {r['simulated_tps_user']:.1f} ({r['tps_stat']}) | "
                      f"{r['tps_rel_error']:+.1%} | {r['observed_throughput']:,.0f} -> "
                      f"{r['simulated_throughput']:,.0f} | {r['throughput_rel_error']:+.1%} |")
+    ttft = [r for r in result.residuals() if r["kind"] == "load" and r["observed_ttft_s"] is not None]
+    if ttft:   # reported, not fitted: TTFT depends on queueing the closed loop may not share
+        lines += ["", "TTFT (not fitted): " + "; ".join(
+            f"{r['label'] or r['where']}: {r['observed_ttft_s'] * 1e3:.0f} ms observed, "
+            f"{r['simulated_ttft_s'] * 1e3:.0f} ms simulated (p50)" for r in ttft)]
     return "\n".join(lines) + "\n"
 
 
