@@ -51,6 +51,15 @@ def register(app: typer.Typer) -> None:
         comm_overlap: float = typer.Option(0.0, "--comm-overlap", help="Fraction of communication hidden "
                                            "behind GEMMs (1.0: two-micro-batch overlap)."),
         overhead_ms: float = typer.Option(1.0, "--overhead-ms", help="Fixed per-step overhead in ms."),
+        layer_overhead_us: float = typer.Option(20.0, "--layer-overhead-us", help="Launch/sync cost "
+                                                "per decoder layer per forward, in us."),
+        collective_latency_us: float = typer.Option(10.0, "--collective-latency-us", help="Latency "
+                                                    "per TP all-reduce call, in us."),
+        a2a_latency_us: float = typer.Option(60.0, "--a2a-latency-us", help="Latency per EP "
+                                             "all-to-all (dispatch, combine), in us."),
+        attention_eff: Optional[float] = typer.Option(0.6, "--attention-eff", help="Fraction of peak "
+                                                      "HBM and FLOP/s decode attention reaches "
+                                                      "(at small batch)."),
         memory_util: float = typer.Option(0.9, "--memory-util", help="Fraction of HBM for weights + KV."),
         verify_width: int = typer.Option(2, "--verify-width", help="Query tokens per request assumed by "
                                          "per_context_token_s (matters for MLA, which is compute-bound)."),
@@ -75,7 +84,9 @@ def register(app: typer.Typer) -> None:
         settings = RooflineSettings(
             dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep, compute_efficiency=compute_eff,
             bandwidth_efficiency=bandwidth_eff, comm_efficiency=comm_eff, comm_overlap=comm_overlap,
-            overhead_s=overhead_ms / 1e3, memory_utilization=memory_util,
+            overhead_s=overhead_ms / 1e3, layer_overhead_s=layer_overhead_us / 1e6,
+            collective_latency_s=collective_latency_us / 1e6, a2a_latency_s=a2a_latency_us / 1e6,
+            attention_efficiency=attention_eff, memory_utilization=memory_util,
             verify_width=verify_width, gamma=gamma)
         shape = load_model_shape(model)
         roof = Roofline(shape, get_gpu(gpu), settings)
@@ -107,9 +118,15 @@ def register(app: typer.Typer) -> None:
                                 contexts=(0.0, 512.0, 2048.0))
             console.print(f"wrote {path}")
 
-    @app.command("profile")
+    profile_app = typer.Typer(help="Hardware profiles from measurements: time the target on this "
+                              "device (dspark-sim profile --target T --out HW), or fit one to "
+                              "observed serving numbers (dspark-sim profile fit --help).")
+
+    @profile_app.callback(invoke_without_command=True)
     def profile(
-        out: Path = typer.Option(..., "--out", help="Write the measured profile YAML here (atomically)."),
+        ctx: typer.Context,
+        out: Optional[Path] = typer.Option(None, "--out", help="Write the measured profile YAML here "
+                                           "(atomically); required unless a subcommand is given."),
         target: Optional[str] = typer.Option(None, "--target", help="Model to time: 'embedded' "
                                              "(SmolLM2-135M-Instruct) or a local Hugging Face model folder."),
         random_config: Optional[str] = typer.Option(None, "--random-config", help="Instead of --target: "
@@ -166,6 +183,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measured hardware profile: time the target on this device (or vLLM serving it), fit
         SPS(B), plot it."""
+        if ctx.invoked_subcommand is not None:
+            return
+        if out is None:
+            raise InputError("missing option --out (where to write the measured profile)", field="out")
         if engine not in ("native", "vllm"):
             raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
         if engine == "vllm":
@@ -261,6 +282,11 @@ def register(app: typer.Typer) -> None:
         path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"],
                             draft_points=prof.extra.get("draft_measurements"))
         console.print(f"wrote {out} and {path}")
+
+    from . import fit_cmd
+
+    fit_cmd.register(profile_app)
+    app.add_typer(profile_app, name="profile")
 
 
 def _print_drafts(console, prof) -> None:

@@ -69,6 +69,15 @@ def register(app: typer.Typer) -> None:
         cache: Optional[Path] = typer.Option(None, "--cache", help="Per-point result cache "
                                              "(default DIR/cache); finished points are reused."),
         out: Path = typer.Option(Path("runs/sweep"), "--out", help="Output directory."),
+        acceptance_scale: Optional[str] = typer.Option(None, "--acceptance-scale", help="Sensitivity "
+                                                       "view: comma-separated factors (e.g. "
+                                                       "0.8,0.9,1,1.1); the sweep runs once per factor "
+                                                       "with every position's acceptance x factor "
+                                                       "(capped at 1) and writes sensitivity.csv/.md/.png "
+                                                       "(each factor's outputs in DIR/scale-xF)."),
+        scale_policies: Optional[str] = typer.Option(None, "--scale-policies", help="Policies whose "
+                                                     "acceptance --acceptance-scale scales [every "
+                                                     "speculative policy]."),
     ) -> None:
         """Sweep load per policy: frontier and concurrency plots, SLA table (docs/sweeps.md)."""
         from ..sim.replay import parse_acceptance_option, parse_policies
@@ -84,8 +93,22 @@ def register(app: typer.Typer) -> None:
                           warmup=warmup, think_s=think, max_requests=requests, prefill=prefill,
                           slas=parse_numbers(sla, "sla"), percentile=sla_percentile,
                           baseline=baseline)
-        result = run_sweep(cfg, cache_dir=cache or out / "cache", workers=workers,
-                           executor=executor, show_progress=True, ray_address=ray_address)
+        run_kw = dict(cache_dir=cache or out / "cache", workers=workers, executor=executor,
+                      show_progress=True, ray_address=ray_address)
+        if acceptance_scale is not None:
+            from ..sweep.sensitivity import run_sensitivity, sensitivity_markdown, write_sensitivity
+
+            factors = parse_numbers(acceptance_scale, "acceptance-scale")
+            scaled = parse_policies(scale_policies) if scale_policies else [p for p in pols if p != "ar"]
+            table, results = run_sensitivity(cfg, factors, out, scaled, **run_kw)
+            written = write_sensitivity(table, scaled, out, f"{trace.name} on {Path(str(hw)).stem}")
+            _print_table(sensitivity_markdown(table, scaled), "SLA throughput vs scaled acceptance")
+            typer.echo(f"{sum(len(r.results) for r in results)} points: "
+                       f"{sum(r.computed for r in results)} simulated, "
+                       f"{sum(r.wall_s for r in results):.1f} s")
+            typer.echo("wrote " + ", ".join(str(w) for w in written))
+            return
+        result = run_sweep(cfg, **run_kw)
         written = write_sweep(result, out)
         _print_table(sla_markdown(result.sla), f"max throughput per GPU meeting each SLA "
                      f"(tok/s/user {stat_label(cfg.percentile)}), {load} load, {prefill} prefill")

@@ -62,11 +62,14 @@ def _notes(roof: Roofline) -> str:
     return (
         "Analytic roofline estimate, not a measurement. Step time = sum over weight-bearing "
         "components of max(FLOPs / (peak x compute_efficiency), weight bytes / (HBM x "
-        "bandwidth_efficiency)) on the busiest GPU + TP/EP communication + fixed overhead; the "
+        "bandwidth_efficiency)) on the busiest GPU + TP/EP communication (bandwidth + per-call "
+        "latency) + per-layer launch cost + fixed overhead; the "
         "table excludes attention over the KV cache, which is per_context_token_s per context "
-        "token of the batch's requests (each request's KV counted once), taken at "
+        "token of the batch's requests (each request's KV counted once) at the attention "
+        "kernels' efficiency, taken at "
         f"{s.verify_width} query tokens per request. Routed experts: expected distinct experts "
         "touched E(1-(1-k/E)^B) under uniform routing (perfectly balanced EP, no hot experts). "
-        "Communication is not overlapped with compute. Drafter attention over the context and "
+        f"Communication overlap with compute: {s.comm_overlap:g}. Every setting's source is in "
+        "assumptions.sources. Drafter attention over the context and "
         "the prefill chunk's own causal attention are left out of the tables. See "
         "docs/hardware.md for every formula and the assumptions block below for every number.")

@@ -2,66 +2,28 @@
 
 Each weight-bearing component c (attention projections, dense FFN, shared experts, routed
 experts, LM head) costs max(FLOPs_c / (peak x compute_eff), bytes_c / (HBM x bandwidth_eff)) on
-the busiest GPU; components run one after another, so their times add. Communication (TP
-all-reduce, EP all-to-all) and a fixed per-step overhead are added on top. Attention over the
-KV cache is the profile's per-context-token term. docs/hardware.md writes out every formula.
+the busiest GPU; components run one after another, so their times add. Latency floors come on
+top: communication (TP all-reduce, EP all-to-all) as bandwidth + per-call latency, a per-layer
+launch/sync cost and a fixed per-step overhead. Attention over the KV cache is the profile's
+per-context-token term, at the attention kernels' own efficiency. Settings and their sources:
+roofline_settings.py; docs/hardware.md writes out every formula.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 import numpy as np
 
 from ..errors import InputError
 from .gpus import DTYPE_BYTES, GPU
 from .models import ModelShape
+from .roofline_settings import RooflineSettings, settings_sources
+
+__all__ = ["Roofline", "RooflineSettings", "DRAFTER_KINDS"]
 
 PARALLEL_DRAFTERS = ("mtp1", "dflash", "dspark")   # one pass per iteration
 SEQUENTIAL_DRAFTERS = ("eagle3",)                  # one pass per drafted token (per_draft: true)
 DRAFTER_KINDS = PARALLEL_DRAFTERS + SEQUENTIAL_DRAFTERS
-
-
-@dataclass(frozen=True)
-class RooflineSettings:
-    """Every free parameter of the analytic model; all of them are written into the profile."""
-
-    dtype: str = "bf16"                  # weights and GEMM math: bf16 or fp8
-    kv_dtype: str = "bf16"               # KV-cache element type
-    activation_bytes: int = 2            # activations and communication payloads (bf16)
-    tp: int = 1                          # tensor-parallel degree of attention / dense parts
-    ep: int = 1                          # expert-parallel degree of the routed experts
-    compute_efficiency: float = 0.6      # achieved fraction of peak dense FLOP/s (MFU-like)
-    bandwidth_efficiency: float = 0.8    # achieved fraction of HBM bandwidth
-    comm_efficiency: float = 0.7         # achieved fraction of NVLink / network bandwidth
-    overhead_s: float = 1.0e-3           # fixed per step: launch, scheduling, sampling
-    collective_latency_s: float = 10e-6  # per collective call (all-reduce, dispatch, combine)
-    comm_overlap: float = 0.0            # fraction of communication hidden behind the GEMMs
-    memory_utilization: float = 0.9      # fraction of HBM the engine may fill (weights + KV)
-    verify_width: int = 2                # query tokens per request assumed by per_context_token_s
-    gamma: int = 7                       # drafts per iteration of the parallel drafters
-    draft_layers: dict[str, int] = field(
-        default_factory=lambda: {"mtp1": 1, "eagle3": 1, "dflash": 5, "dspark": 3})
-    markov_rank: int = 256               # rank of DSpark's Markov head (W2: r x V)
-    draft_pass_overhead_s: float = 1.0e-4  # fixed per drafter pass
-
-    def validated(self) -> "RooflineSettings":
-        """Self, after checking every value is in range (InputError naming the option)."""
-        for key in ("dtype", "kv_dtype"):
-            if getattr(self, key) not in DTYPE_BYTES:
-                raise InputError(f"must be one of {', '.join(DTYPE_BYTES)}", field=key)
-        for key in ("tp", "ep", "verify_width", "gamma", "markov_rank"):
-            if getattr(self, key) < 1:
-                raise InputError("must be >= 1", field=key)
-        for key in ("compute_efficiency", "bandwidth_efficiency", "comm_efficiency",
-                    "memory_utilization"):
-            if not 0 < getattr(self, key) <= 1:
-                raise InputError("must be in (0, 1]", field=key)
-        if not 0 <= self.comm_overlap <= 1:
-            raise InputError("must be in [0, 1]", field="comm_overlap")
-        for key in ("overhead_s", "collective_latency_s", "draft_pass_overhead_s"):
-            if getattr(self, key) < 0:
-                raise InputError("must be >= 0", field=key)
-        return self
 
 
 class Roofline:
@@ -85,6 +47,9 @@ class Roofline:
         self.dp = self.gpus // tp           # data-parallel attention groups inside the replica
         self.flops = gpu.peak_flops(self.s.dtype) * self.s.compute_efficiency
         self.bandwidth = gpu.hbm_gb_s * 1e9 * self.s.bandwidth_efficiency
+        att = self.s.attention_efficiency     # decode attention's own efficiency (None: the GEMMs')
+        self.attention_flops = self.flops if att is None else gpu.peak_flops(self.s.dtype) * att
+        self.attention_bandwidth = self.bandwidth if att is None else gpu.hbm_gb_s * 1e9 * att
         self.weight_bytes = DTYPE_BYTES[self.s.dtype]
         self.kv_shards = 1 if model.is_mla else min(tp, model.kv_heads)   # MLA latent: replicated
         self.head_shards = min(tp, model.heads)
@@ -129,7 +94,8 @@ class Roofline:
         return parts
 
     def comm_time(self, tokens, dense_layers: int, moe_layers: int):
-        """TP all-reduce (2 per layer, ring) plus EP dispatch/combine all-to-all (per MoE layer)."""
+        """TP all-reduce (2 per layer, ring) plus EP dispatch/combine all-to-all (per MoE layer),
+        each a bandwidth term plus a per-call latency (collective_latency_s, a2a_latency_s)."""
         s, m, gpu = self.s, self.model, self.gpu
         tokens = np.asarray(tokens, dtype=float)
         link = gpu.nvlink_unidir_bytes_s * s.comm_efficiency
@@ -145,7 +111,7 @@ class Roofline:
             in_node = min(self.gpus, gpu.node_gpus)
             intra = volume * (in_node - 1) / self.gpus / link
             inter = volume * (self.gpus - in_node) / self.gpus / (gpu.internode_gb_s * 1e9 * s.comm_efficiency)
-            t = t + moe_layers * (np.maximum(intra, inter) + 2 * s.collective_latency_s)
+            t = t + moe_layers * (np.maximum(intra, inter) + 2 * s.a2a_latency_s)
         return t
 
     def _exposed(self, comm, gemm):
@@ -166,6 +132,7 @@ class Roofline:
         parts["lm_head"] = self._dense(m.lm_head_params, B)
         parts["communication"] = self._exposed(self.comm_time(B, m.dense_ffn_layers, m.moe_layers),
                                                sum(parts.values()))
+        parts["layer_launch"] = np.full_like(B, m.layers * self.s.layer_overhead_s)
         parts["overhead"] = np.full_like(B, self.s.overhead_s)
         return parts
 
@@ -176,13 +143,14 @@ class Roofline:
     def context_token_time(self, width: float) -> float:
         """Seconds per context token of one request that verifies `width` query tokens.
 
-        max(KV bytes read once per request, width x attention FLOPs), on the request's GPU
-        group; requests spread over the dp groups, which run in parallel.
+        max(KV bytes read once per request, width x attention FLOPs) at the attention kernels'
+        efficiency, on the request's GPU group; requests spread over the dp groups, which run
+        in parallel.
         """
         m = self.model
         kv = m.kv_bytes_per_token(DTYPE_BYTES[self.s.kv_dtype]) / self.kv_shards
         flops = width * m.attention_flops_per_query_context / self.head_shards
-        return float(max(kv / self.bandwidth, flops / self.flops)) / self.dp
+        return float(max(kv / self.attention_bandwidth, flops / self.attention_flops)) / self.dp
 
     @property
     def per_context_token_s(self) -> float:
@@ -199,7 +167,7 @@ class Roofline:
         pairs = tokens * context + tokens * (tokens + 1) / 2
         kv = (context + tokens) * m.kv_bytes_per_token(DTYPE_BYTES[self.s.kv_dtype]) / self.kv_shards
         attention = max(pairs * m.attention_flops_per_query_context / self.head_shards / self.flops,
-                        kv / self.bandwidth)
+                        kv / self.attention_bandwidth)
         return float(self.step_time(tokens)) + attention
 
     # --- drafters -------------------------------------------------------------------------
@@ -228,7 +196,7 @@ class Roofline:
             t = t + self._dense(s.markov_rank * m.vocab, tokens)
         t = t + self._exposed(self.comm_time(tokens, 0 if moe_layer else layers,
                                              layers if moe_layer else 0), t)
-        return t + s.draft_pass_overhead_s
+        return t + s.draft_pass_overhead_s + layers * s.layer_overhead_s
 
     # --- memory ---------------------------------------------------------------------------
 
@@ -256,7 +224,8 @@ class Roofline:
         grid = np.unique(np.round(np.geomspace(1, 1e6, 400)))
         flops = np.asarray(2 * self.model.active_params * grid / self.gpus / self.flops)
         parts = self.step_breakdown(grid)
-        bound = sum(np.asarray(v) for k, v in parts.items() if k not in ("communication", "overhead"))
+        bound = sum(np.asarray(v) for k, v in parts.items()
+                    if k not in ("communication", "overhead", "layer_launch"))
         hit = np.nonzero(flops >= 0.999 * bound)[0]
         return float(grid[hit[0]]) if len(hit) else None
 
@@ -267,6 +236,7 @@ class Roofline:
             "gpu": self.gpu.as_dict(),
             "model": m.summary(),
             "settings": asdict(self.s),
+            "sources": settings_sources(),
             "derived": {
                 "gpus_per_replica": self.gpus, "data_parallel_attention_groups": self.dp,
                 "peak_flops_used": self.flops, "hbm_bytes_s_used": self.bandwidth,

@@ -1,4 +1,4 @@
-"""What-if transforms of the inputs a planner varies: a better drafter."""
+"""What-if transforms of the inputs a planner varies: a better (or worse) drafter."""
 from __future__ import annotations
 
 import copy
@@ -34,8 +34,30 @@ def improved_acceptance(profile: AcceptanceProfile, tau_factor: float) -> Accept
                              f"is outside what gamma = {g} drafts allow ({tau(0.0):.0f}..{tau(top):.3f})",
                              field="tau_factor")
         c = brentq(lambda v: tau(v) - target, 0.0, top, xtol=1e-12)
-        task.position_accept = np.minimum(1.0, c * np.asarray(task.position_accept, dtype=float))
+        _scale_task(task, c)
     out.name = f"{profile.name}-tau-x{tau_factor:g}"
     out.extra = {**profile.extra, "derived_from": profile.name,
                  "notes": f"position acceptance scaled so that every task's tau is x{tau_factor:g}"}
+    return out
+
+
+def _scale_task(task, factor: float) -> None:
+    """Every position's conditional acceptance x factor, capped at 1 (in place)."""
+    task.position_accept = np.minimum(1.0, factor * np.asarray(task.position_accept, dtype=float))
+
+
+def scaled_acceptance(profile: AcceptanceProfile, factor: float) -> AcceptanceProfile:
+    """Every task's per-position acceptance alpha_k x factor (capped at 1): the sensitivity
+    view's input (`dspark-sim sweep --acceptance-scale`). Parametric tasks only."""
+    if not factor > 0:
+        raise InputError(f"must be > 0, got {factor}", field="acceptance-scale")
+    out = copy.deepcopy(profile)
+    for name, task in out.tasks.items():
+        if task.kind != "parametric":
+            raise InputError(f"task {name!r} of {profile.name} is empirical; only parametric "
+                             "tasks can be scaled", field="acceptance-scale")
+        _scale_task(task, factor)
+    out.name = f"{profile.name}-x{factor:g}"
+    out.extra = {**profile.extra, "derived_from": profile.name,
+                 "notes": f"every position's acceptance x{factor:g} (capped at 1) of {profile.name}"}
     return out

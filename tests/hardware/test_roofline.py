@@ -12,6 +12,7 @@ from dspark_sim.hardware.roofline import Roofline, RooflineSettings
 LLAMA_MATMUL_PARAMS = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336) + 128256 * 4096
 H200_BYTES_S = 4.8e12          # datasheet HBM bandwidth
 H200_BF16_FLOPS = 989.5e12     # datasheet dense BF16
+FLOOR = 1e-3 + 32 * 20e-6      # fixed step overhead + 32 layers x 20 us launch/sync
 
 
 def llama_h200(**kw):
@@ -22,9 +23,10 @@ def test_hand_calculation_dense_8b_decode_b1_is_memory_bound():
     assert LLAMA_MATMUL_PARAMS == 7_504_658_432
     roof = llama_h200()
     assert roof.model.active_params == LLAMA_MATMUL_PARAMS
-    # B = 1: every weight is read once, bf16 = 2 bytes each, at 80% of 4.8 TB/s, plus 1 ms.
-    hand = LLAMA_MATMUL_PARAMS * 2 / (H200_BYTES_S * 0.8) + 1e-3
-    assert hand == pytest.approx(4.9087e-3, rel=1e-4)
+    # B = 1: every weight is read once, bf16 = 2 bytes each, at 80% of 4.8 TB/s, plus 1 ms and
+    # 32 layers x 20 us of launches.
+    hand = LLAMA_MATMUL_PARAMS * 2 / (H200_BYTES_S * 0.8) + 1e-3 + 32 * 20e-6
+    assert hand == pytest.approx(5.5487e-3, rel=1e-4)
     assert roof.step_time(1) == pytest.approx(hand, rel=1e-9)
     # and it stays memory-bound, flat, up to well past a hundred tokens
     assert roof.step_time(64) == pytest.approx(hand, rel=1e-9)
@@ -33,8 +35,8 @@ def test_hand_calculation_dense_8b_decode_b1_is_memory_bound():
 def test_hand_calculation_dense_8b_large_batch_is_compute_bound():
     roof = llama_h200()
     B = 4096
-    hand = 2 * LLAMA_MATMUL_PARAMS * B / (H200_BF16_FLOPS * 0.6) + 1e-3
-    assert hand == pytest.approx(104.55e-3, rel=1e-3)
+    hand = 2 * LLAMA_MATMUL_PARAMS * B / (H200_BF16_FLOPS * 0.6) + FLOOR
+    assert hand == pytest.approx(105.19e-3, rel=1e-3)
     assert roof.step_time(B) == pytest.approx(hand, rel=1e-9)
     # the turn from memory- to compute-bound: B* = bytes/FLOP balance = 2*P*... solved by hand
     balance = (H200_BF16_FLOPS * 0.6) / (H200_BYTES_S * 0.8)   # FLOPs per byte at the ridge
@@ -43,16 +45,19 @@ def test_hand_calculation_dense_8b_large_batch_is_compute_bound():
 
 def test_fp8_halves_bytes_and_doubles_peak():
     bf16, fp8 = llama_h200(), llama_h200(dtype="fp8")
-    assert fp8.step_time(1) - 1e-3 == pytest.approx((bf16.step_time(1) - 1e-3) / 2)
-    assert fp8.step_time(8192) - 1e-3 == pytest.approx((bf16.step_time(8192) - 1e-3) / 2)
+    assert fp8.step_time(1) - FLOOR == pytest.approx((bf16.step_time(1) - FLOOR) / 2)
+    assert fp8.step_time(8192) - FLOOR == pytest.approx((bf16.step_time(8192) - FLOOR) / 2)
 
 
 def test_context_term_gqa_is_kv_read():
     roof = llama_h200()
     kv = 32 * 2 * 8 * 128 * 2          # layers x (K, V) x KV heads x head dim x bf16
     assert roof.model.kv_bytes_per_token(2) == kv == 131072
-    assert roof.per_context_token_s == pytest.approx(kv / (H200_BYTES_S * 0.8))
-    assert roof.decode_time(8, 2, 1000) == pytest.approx(roof.step_time(16) + 8000 * kv / 3.84e12)
+    # decode attention streams the KV at its own efficiency (60% of 4.8 TB/s), not the GEMMs' 80%
+    assert roof.per_context_token_s == pytest.approx(kv / (H200_BYTES_S * 0.6))
+    assert roof.decode_time(8, 2, 1000) == pytest.approx(roof.step_time(16) + 8000 * kv / 2.88e12)
+    legacy = llama_h200(attention_efficiency=None)          # None: the GEMMs' efficiency
+    assert legacy.per_context_token_s == pytest.approx(kv / (H200_BYTES_S * 0.8))
 
 
 def test_kv_capacity_from_memory_left_after_weights():
@@ -132,6 +137,31 @@ def test_draft_costs():
     dspark, eagle = roof.draft_time("dspark", R), roof.draft_time("eagle3", R)
     assert np.all(np.diff(dspark) >= 0)
     # one layer + LM head of the target, memory-bound at R = 1: a small fraction of a step
-    assert 0.05 < (eagle[0] - 1e-4) / (roof.step_time(1) - 1e-3) < 0.2
+    assert 0.05 < (eagle[0] - 1e-4 - 20e-6) / (roof.step_time(1) - FLOOR) < 0.2
     with pytest.raises(InputError):
         roof.draft_time("medusa", 1)
+
+
+def test_latency_floors_by_hand():
+    """Per-layer launch cost, all-to-all latency and the legacy settings, written out."""
+    from dspark_sim.hardware.roofline_settings import LEGACY, RooflineSettings as S, settings_sources
+
+    one = llama_h200()
+    parts = one.step_breakdown(1)
+    assert parts["layer_launch"] == pytest.approx(32 * 20e-6)
+    assert parts["overhead"] == pytest.approx(1e-3)
+    legacy = llama_h200(**LEGACY)
+    assert one.step_time(1) - legacy.step_time(1) == pytest.approx(32 * 20e-6)
+    # EP all-to-all: per MoE layer, dispatch + combine each pay a2a_latency_s on top of bandwidth
+    v3 = load_model_shape("deepseek-v3")
+    a = Roofline(v3, get_gpu("H200"), RooflineSettings(dtype="fp8", ep=8, a2a_latency_s=0.0))
+    b = Roofline(v3, get_gpu("H200"), RooflineSettings(dtype="fp8", ep=8, a2a_latency_s=60e-6))
+    diff = b.comm_time(128.0, 3, 58) - a.comm_time(128.0, 3, 58)
+    assert diff == pytest.approx(58 * 2 * 60e-6)
+    # a bandwidth term that grows with the tokens remains under the floor
+    assert b.comm_time(4096.0, 3, 58) - b.comm_time(128.0, 3, 58) > 0
+    # every setting carries its source into the profile's assumptions
+    assert set(settings_sources()) >= set(S.__dataclass_fields__)
+    assert one.assumptions()["sources"]["layer_overhead_s"].startswith("choice")
+    with pytest.raises(InputError):
+        llama_h200(layer_overhead_s=-1.0)

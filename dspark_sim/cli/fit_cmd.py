@@ -1,0 +1,136 @@
+"""`dspark-sim profile fit`: a hardware profile fitted to observed serving numbers, with the
+simulator as the model (dspark_sim/sweep/calibrate.py, docs/hardware.md "Fitting a profile")."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+
+
+def _fixed(text: str) -> dict[str, float]:
+    """'per_context_token_s=0,floor_s=0.01' -> {name: value}."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"expected NAME=VALUE, got {part!r}", field="fix") from None
+        if not sep or out[name.strip()] < 0:
+            raise InputError(f"expected NAME=VALUE with VALUE >= 0, got {part!r}", field="fix")
+    return out
+
+
+def register(profile_app: typer.Typer) -> None:
+    @profile_app.command("fit")
+    def fit(
+        observations: list[Path] = typer.Argument(..., help="Observation files: .csv or .yaml load "
+                                                  "points / step points (docs/hardware.md), or "
+                                                  "`vllm bench serve --save-result` .json files "
+                                                  "(one per --max-concurrency)."),
+        out: Path = typer.Option(..., "--out", help="Write the fitted profile YAML here (atomically); "
+                                 "the report goes beside it (.fit.md, .fit.json, .png)."),
+        family: str = typer.Option("linear", "--family", help="Step-time family: linear (floor + per "
+                                   "token + per context token), buckets (the same, padded to "
+                                   "CUDA-graph capture sizes), or a family YAML file."),
+        fix: str = typer.Option("", "--fix", help="Parameters held fixed, NAME=VALUE,... of floor_s, "
+                                "per_token_s, per_context_token_s (seconds)."),
+        capture_sizes: Optional[str] = typer.Option(None, "--capture-sizes", help="buckets family: "
+                                                    "comma-separated capture sizes [vLLM's 1,2,4,8..512]."),
+        max_batch_tokens: Optional[int] = typer.Option(None, "--max-batch-tokens", help="Top of the "
+                                                       "written table and the profile's token budget [8192]."),
+        gpus: int = typer.Option(1, "--gpus", help="GPUs per replica; observed throughput is per GPU."),
+        policy: str = typer.Option("ar", "--policy", help="Policy of the vLLM result files (they do "
+                                   "not record it): ar, mtp1, static-K, ..."),
+        acceptance: Optional[str] = typer.Option(None, "--acceptance", help="Acceptance profile of "
+                                                 "the vLLM result files' policy (name or path)."),
+        prefill: str = typer.Option("local", "--prefill", help="Prefill of the vLLM result files: "
+                                    "local (the measured server prefilled) or disaggregated."),
+        draft_time_from: Optional[str] = typer.Option(None, "--draft-time-from", help="Copy the "
+                                                      "draft_time tables of this profile (name or "
+                                                      "path) [none: drafting folded into the step]."),
+        kv_capacity: Optional[int] = typer.Option(None, "--kv-capacity-tokens", help="KV tokens one "
+                                                  "replica holds [unlimited]."),
+        max_batch_requests: Optional[int] = typer.Option(None, "--max-batch-requests",
+                                                         help="Request cap per iteration [none]."),
+        requests_per_user: int = typer.Option(8, "--requests-per-user", help="Closed-loop requests "
+                                              "per simulated user."),
+        rounds: int = typer.Option(3, "--rounds", help="Simulator correction rounds."),
+        bootstrap: int = typer.Option(200, "--bootstrap", help="Bootstrap samples for the "
+                                      "parameters' spread (0: none)."),
+        obs_error: float = typer.Option(0.05, "--obs-error", help="Relative error of each observed "
+                                        "number, for the parametric bootstrap (few observations)."),
+        frontier_points: int = typer.Option(8, "--frontier-points", help="Simulated loads per "
+                                            "observed policy for the frontier plot."),
+        seed: int = typer.Option(0, "--seed", help="Simulation and bootstrap seed."),
+        name: Optional[str] = typer.Option(None, "--name", help="Profile name [from --out]."),
+        device: str = typer.Option("", "--device", help="Free-text device description."),
+        model: str = typer.Option("", "--model", help="Free-text model name."),
+        note: str = typer.Option("", "--note", help="Text for the profile's notes."),
+    ) -> None:
+        """Fit a hardware profile to observed load points / step times; report residuals, spread, plot."""
+        from rich.console import Console
+        from rich.progress import Progress
+
+        from ..fileio import write_json_atomic, write_text_atomic
+        from ..hardware.curve_family import load_family
+        from ..hardware.observations import read_observations
+        from ..profiles.hardware import HardwareProfile
+        from ..profiles.registry import load_hw_profile
+        from ..sweep.calibrate import Calibration, FitConfig
+        from ..sweep.calibrate_report import fit_block, fitted_frontiers, frontier_plot, report_markdown
+
+        if gpus < 1 or requests_per_user < 2 or rounds < 0 or bootstrap < 0 or frontier_points < 2:
+            raise InputError("--gpus >= 1, --requests-per-user >= 2, --rounds >= 0, --bootstrap >= 0, "
+                             "--frontier-points >= 2", field="gpus")
+        if not 0 < obs_error < 1:
+            raise InputError(f"must be in (0, 1), got {obs_error}", field="obs-error")
+        fam = load_family(family, _fixed(fix), max_batch_tokens)
+        if capture_sizes is not None:
+            from ..hardware.curve_family import family_from_dict
+
+            try:
+                sizes = [int(v) for v in capture_sizes.split(",") if v.strip()]
+            except ValueError:
+                raise InputError(f"expected comma-separated integers, got {capture_sizes!r}",
+                                 field="capture-sizes") from None
+            fam = family_from_dict({"family": "buckets", "capture_sizes": sizes, "fixed": fam.fixed,
+                                    "max_batch_tokens": fam.max_batch_tokens})
+        points = read_observations(observations, policy=policy, acceptance=acceptance, gpus=gpus,
+                                   prefill=prefill)
+        cfg = FitConfig(fam, name=name or out.stem, gpus=gpus,
+                        draft_from=load_hw_profile(draft_time_from) if draft_time_from else None,
+                        kv_capacity_tokens=kv_capacity, max_batch_requests=max_batch_requests,
+                        requests_per_user=requests_per_user, rounds=rounds, bootstrap=bootstrap,
+                        obs_error=obs_error, seed=seed)
+        cal = Calibration(points, cfg)
+        console = Console(stderr=True)
+        groups = len({(p.policy, p.acceptance) for p in cal.loads})
+        total = len(cal.loads) * (rounds + 1) + groups * frontier_points
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("simulating", total=total)
+            advance = lambda label: bar.advance(task)  # noqa: E731
+            result = cal.fit(advance)
+            curves = fitted_frontiers(cal, result, frontier_points, advance) if cal.loads else {}
+        prof = result.profile
+        prof.device, prof.model = device, model
+        prof.extra = {"notes": (note + " " if note else "") +
+                      "Fitted by `dspark-sim profile fit`: the step curve under which the simulator "
+                      "reproduces the observations (fit.residuals). "
+                      + ("Draft tables copied from " + draft_time_from + "." if draft_time_from else
+                         "No draft_time tables: drafting cost is folded into the fitted step curve "
+                         "of the observed policy, and other drafters are priced as free."),
+                      "fit": fit_block(result, cal, [str(p) for p in observations])}
+        HardwareProfile.from_dict(prof.to_dict(), file=out)   # what the loader would say, before writing
+        report = report_markdown(result)
+        prof.save(out)
+        write_text_atomic(out.with_suffix(".fit.md"), report)
+        write_json_atomic(out.with_suffix(".fit.json"), prof.extra["fit"])
+        written = [out, out.with_suffix(".fit.md"), out.with_suffix(".fit.json")]
+        if curves:
+            written.append(frontier_plot(cal, result, curves, out.with_suffix(".png")))
+        typer.echo(report)
+        typer.echo("wrote " + ", ".join(map(str, written)))

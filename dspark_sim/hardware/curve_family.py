@@ -1,0 +1,140 @@
+"""Step-time curve families for `profile fit`, as data: parameters and how they make a profile.
+
+A family is a small mapping (built in below, or a YAML file the user writes):
+
+    family: buckets                     # linear | buckets
+    capture_sizes: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]   # buckets only
+    fixed: {per_context_token_s: 0.0}   # parameters held at a value instead of fitted
+    max_batch_tokens: 8192              # top of the written table
+
+Parameters (seconds): `floor_s` + `per_token_s` x B + `per_context_token_s` x context tokens.
+- linear: step(B) = floor_s + per_token_s x B.
+- buckets: the engine pads the batch to the next CUDA-graph capture size (vLLM, SGLang), so
+  step(B) = floor_s + per_token_s x pad(B), pad(B) = smallest capture size >= B; beyond the
+  largest size the engine runs eagerly, pad(B) = B.
+The profile table holds the family's exact values at its knots (linear interpolation between
+knots reproduces both families at every integer B).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..fileio import read_yaml
+from ..profiles.curve import Curve
+from ..profiles.hardware import HardwareProfile
+from ..profiles.validate import FieldChecker
+
+PARAMS = ("floor_s", "per_token_s", "per_context_token_s")
+FAMILIES = ("linear", "buckets")
+# vLLM's default CUDA-graph capture sizes for decode: 1, 2, 4 and then every 8 up to 512.
+VLLM_CAPTURE_SIZES = (1, 2, 4) + tuple(range(8, 513, 8))
+
+
+@dataclass(frozen=True)
+class CurveFamily:
+    """A step-time family, the parameters held fixed, and the table it writes."""
+
+    family: str = "linear"
+    capture_sizes: tuple[int, ...] = ()
+    fixed: dict[str, float] = field(default_factory=dict)
+    max_batch_tokens: int = 8192
+
+    @property
+    def free(self) -> tuple[str, ...]:
+        """Parameters the fit estimates."""
+        return tuple(p for p in PARAMS if p not in self.fixed)
+
+    def full(self, values: dict[str, float]) -> dict[str, float]:
+        """Every parameter: the fitted ones from `values`, the fixed ones from the family."""
+        return {p: float(self.fixed[p] if p in self.fixed else values[p]) for p in PARAMS}
+
+    def padded(self, batch_tokens) -> np.ndarray:
+        """Batch tokens the engine actually runs (capture-size padding for `buckets`)."""
+        B = np.asarray(batch_tokens, dtype=float)
+        if self.family != "buckets" or not self.capture_sizes:
+            return B
+        sizes = np.asarray(self.capture_sizes, dtype=float)
+        idx = np.searchsorted(sizes, B, side="left")
+        return np.where(idx < len(sizes), sizes[np.minimum(idx, len(sizes) - 1)], B)
+
+    def step_time(self, params: dict[str, float], batch_tokens, context_tokens=0.0) -> np.ndarray:
+        """Seconds of one target forward under the family at `params`."""
+        p = self.full(params)
+        return (p["floor_s"] + p["per_token_s"] * self.padded(batch_tokens)
+                + p["per_context_token_s"] * np.asarray(context_tokens, dtype=float))
+
+    def knots(self) -> np.ndarray:
+        """Batch sizes of the written table."""
+        top = self.max_batch_tokens
+        if self.family != "buckets" or not self.capture_sizes:
+            return np.array([1.0, float(top)])
+        sizes = [s for s in self.capture_sizes if s < top]
+        pts = {1.0, float(top)}
+        prev = 0
+        for s in sizes:
+            pts.update({float(prev + 1), float(s)})    # flat from prev+1 to s at t(s)
+            prev = s
+        pts.add(float(prev + 1))                      # eager from the largest size on
+        return np.array(sorted(p for p in pts if p <= top))
+
+    def profile(self, params: dict[str, float], name: str, **meta: Any) -> HardwareProfile:
+        """The hardware profile (source: fitted) that the family gives at `params`."""
+        p = self.full(params)
+        x = self.knots()
+        y = self.step_time(p, x)
+        if np.any(y <= 0) or not np.all(np.isfinite(y)):
+            raise InputError(f"the fitted step times are not positive ({p})", field="fit")
+        return HardwareProfile(name=name, source="fitted", step_curve=Curve.of(x, y),
+                               per_context_token_s=p["per_context_token_s"],
+                               max_batch_tokens=self.max_batch_tokens, **meta)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The family as data, for the profile's `fit` block."""
+        out: dict[str, Any] = {"family": self.family, "parameters": list(PARAMS),
+                               "fixed": dict(self.fixed), "max_batch_tokens": self.max_batch_tokens}
+        if self.family == "buckets":
+            out["capture_sizes"] = list(self.capture_sizes)
+        return out
+
+
+def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> CurveFamily:
+    """Validate a family mapping (see the module docstring)."""
+    check = FieldChecker(file, lines)
+    data = check.mapping(data, "(document)")
+    name = check.string(data.get("family", "linear"), "family")
+    if name not in FAMILIES:
+        raise check.fail("family", f"must be one of {', '.join(FAMILIES)}, got {name!r}")
+    sizes: tuple[int, ...] = ()
+    if name == "buckets":
+        raw = data.get("capture_sizes", list(VLLM_CAPTURE_SIZES))
+        if not isinstance(raw, list) or not raw:
+            raise check.fail("capture_sizes", "expected a non-empty list of integers")
+        sizes = tuple(check.integer(v, f"capture_sizes[{i}]", 1) for i, v in enumerate(raw))
+        check.increasing(list(sizes), "capture_sizes")
+    fixed = {}
+    for key, value in check.mapping(data.get("fixed") or {}, "fixed").items():
+        if key not in PARAMS:
+            raise check.fail(f"fixed.{key}", f"unknown parameter; one of {', '.join(PARAMS)}")
+        fixed[key] = check.number(value, f"fixed.{key}", 0.0)
+    top = check.integer(data.get("max_batch_tokens", 8192), "max_batch_tokens", 2)
+    return CurveFamily(name, sizes, fixed, top)
+
+
+def load_family(spec: str, fixed: dict[str, float] | None = None,
+                max_batch_tokens: int | None = None) -> CurveFamily:
+    """A built-in family name ('linear', 'buckets') or a family YAML file, plus overrides."""
+    if spec in FAMILIES:
+        fam = family_from_dict({"family": spec})
+    else:
+        data, lines = read_yaml(spec)
+        fam = family_from_dict(data, spec, lines)
+    merged = {**fam.fixed, **(fixed or {})}
+    for key in merged:
+        if key not in PARAMS:
+            raise InputError(f"unknown parameter {key!r}; one of {', '.join(PARAMS)}", field="fix")
+    return CurveFamily(fam.family, fam.capture_sizes, merged, max_batch_tokens or fam.max_batch_tokens)

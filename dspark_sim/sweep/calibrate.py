@@ -1,0 +1,365 @@
+"""Fit a hardware profile to observations with the simulator as the model (`dspark-sim profile fit`).
+
+The fitted profile is the one under which the simulator reproduces the observed points. A
+closed-loop simulation per observation per trial would make a least-squares search cost
+thousands of simulations, so the fit uses defect correction:
+
+1. A steady-state surrogate of the simulator: a closed loop of C users all decoding, each
+   verifying w tokens per iteration and accepting tau of them (from the acceptance profile),
+   T = step(w C + prefill tokens per iteration, C x context) + draft(C); tok/s/user = tau / T,
+   throughput per GPU = C tau / T / GPUs. Direct step points are compared with step(B, X).
+2. Least squares (scipy, relative errors) of the surrogate, times one correction factor per
+   observed number, against the observations.
+3. The simulator runs every load point under the fitted profile; the factors become
+   simulated / surrogate at the fitted parameters, and 2-3 repeat (`rounds`). At a fixed point
+   the corrected surrogate equals the simulator at every observation, so the simulator
+   reproduces the points as well as the family allows. The residuals reported are the
+   simulator's own.
+
+Identifiability: the fit refuses (InputError) when fewer observed numbers than parameters are
+given, when every load point has the same load, or when the scaled Jacobian at the solution is
+(near) rank-deficient; the message names the parameters that trade off and suggests `--fix`.
+Uncertainty: bootstrap over observations (resampled with replacement) when there are at least
+two more independent loads than parameters, else a parametric bootstrap that perturbs every
+observed number by a relative error (`obs_error`); the report says which.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from ..errors import InputError
+from ..hardware.curve_family import CurveFamily
+from ..hardware.observations import LoadPoint, StepPoint
+from ..profiles.acceptance import AcceptanceProfile
+from ..profiles.hardware import HardwareProfile
+from ..profiles.registry import load_acceptance_profile
+from ..sim.policies import make_policy
+from ..traces.schema import Trace, load_trace
+
+RANK_TOL = 1e-6            # singular-value ratio below which parameters count as not identified
+
+
+@dataclass
+class FitConfig:
+    """How to fit (see `dspark-sim profile fit --help`)."""
+
+    family: CurveFamily
+    name: str = "fitted"
+    gpus: int = 1
+    draft_from: HardwareProfile | None = None   # draft_time tables copied into the profile
+    kv_capacity_tokens: int | None = None
+    max_batch_requests: int | None = None
+    requests_per_user: int = 8
+    rounds: int = 3
+    bootstrap: int = 200
+    obs_error: float = 0.05
+    seed: int = 0
+
+
+@dataclass
+class Simulated:
+    """The simulator's numbers for one load point."""
+
+    users: int
+    tps_user: float
+    throughput_tok_s_per_gpu: float
+    ttft_s: float
+
+
+@dataclass
+class FitResult:
+    """Fitted parameters, their spread, the simulator's residuals and the profile."""
+
+    params: dict[str, float]
+    profile: HardwareProfile
+    points: list[LoadPoint | StepPoint]
+    simulated: list[Simulated | None]
+    uncertainty: dict[str, dict[str, float]]
+    bootstrap_method: str
+    bootstrap_kept: int
+    singular_values: list[float]
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def residuals(self) -> list[dict[str, Any]]:
+        """Per observation: observed, simulated (or fitted step) and relative errors."""
+        rows = []
+        for obs, sim in zip(self.points, self.simulated):
+            if isinstance(obs, StepPoint):
+                fitted = float(self.profile.step_time(obs.batch_tokens, obs.context_tokens))
+                rows.append({"where": obs.where, "kind": "step", "label": obs.label,
+                             "observed_s": obs.seconds, "fitted_s": fitted,
+                             "rel_error": fitted / obs.seconds - 1})
+                continue
+            rows.append({"where": obs.where, "kind": "load", "label": obs.label, "policy": obs.policy,
+                         "users": sim.users, "tps_stat": obs.tps_stat,
+                         "observed_tps_user": obs.tps_user, "simulated_tps_user": sim.tps_user,
+                         "tps_rel_error": sim.tps_user / obs.tps_user - 1,
+                         "observed_throughput": obs.throughput_tok_s_per_gpu,
+                         "simulated_throughput": sim.throughput_tok_s_per_gpu,
+                         "throughput_rel_error": sim.throughput_tok_s_per_gpu / obs.throughput_tok_s_per_gpu - 1,
+                         "observed_ttft_s": obs.ttft_s, "simulated_ttft_s": sim.ttft_s})
+        return rows
+
+
+@lru_cache(maxsize=32)
+def _acceptance(spec: str) -> AcceptanceProfile:
+    return load_acceptance_profile(spec)
+
+
+@lru_cache(maxsize=16)
+def _trace_file(path: str) -> Trace:
+    return load_trace(path)
+
+
+def drafts_and_tau(obs: LoadPoint) -> tuple[int, float, str | None]:
+    """Drafts verified per request, expected tokens per verify, drafter kind (surrogate only:
+    the default task's acceptance, and scheduled policies taken at gamma drafts; the
+    simulator's correction rounds absorb the difference)."""
+    if obs.policy == "ar":
+        return 0, 1.0, None
+    acc = _acceptance(obs.acceptance)
+    make_policy(obs.policy, acc.gamma)                      # K <= gamma, named error otherwise
+    k = 1 if obs.policy == "mtp1" else int(obs.policy.split("-")[1]) if obs.policy.startswith("static-") \
+        else acc.gamma                                      # scheduled policies: start from gamma
+    task = acc.for_task(acc.default_task)
+    alpha = task.conditional_accept(acc.gamma)[:k]
+    return k, float(1.0 + np.cumprod(alpha).sum()), acc.drafter_kind or None
+
+
+def point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
+    """The trace a load point's users send: its file, or constant mean lengths."""
+    if obs.trace:
+        return _trace_file(obs.trace)
+    task = _acceptance(obs.acceptance).default_task if obs.acceptance else "default"
+    n = rows
+    return Trace(ids=np.array([str(i) for i in range(n)], dtype=object), arrival_s=np.zeros(n),
+                 prompt_tokens=np.full(n, max(1, round(obs.prompt_tokens)), dtype=np.int64),
+                 output_tokens=np.full(n, max(2, round(obs.output_tokens)), dtype=np.int64),
+                 task=np.full(n, task, dtype=object), name="mean-lengths")
+
+
+def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitConfig) -> Simulated:
+    """The simulator's closed loop of `users` users for a load point's policy, trace and prefill."""
+    from .point import measure
+    from .spec import Point
+    from ..sim.load import ClosedLoop
+    from ..sim.replay import replay
+
+    acc = _acceptance(obs.acceptance) if obs.acceptance else None
+    loop = ClosedLoop(users=users, requests_per_user=cfg.requests_per_user)
+    res = replay(point_trace(obs), obs.policy, prof, acc, seed=cfg.seed, closed_loop=loop,
+                 prefill=obs.prefill)
+    pt = Point(trace="", hw="", policy=obs.policy, acceptance=None, load_mode="concurrency",
+               load=float(users), requests_per_user=cfg.requests_per_user, prefill=obs.prefill)
+    met = measure(res.requests, pt, gpus=prof.gpus_per_replica)
+    tps = met["tps_user_mean"] if obs.tps_stat == "mean" else \
+        met["tps_user_percentiles"][int(obs.tps_stat[1:])]
+    return Simulated(users, float(tps), float(met["throughput_tok_s_per_gpu"]),
+                     float(met["ttft_p50_s"]))
+
+
+class Calibration:
+    """One fitting problem: observations, family, configuration."""
+
+    def __init__(self, points: list[LoadPoint | StepPoint], cfg: FitConfig) -> None:
+        self.points, self.cfg, self.fam = points, cfg, cfg.family
+        self.free = self.fam.free
+        if not self.free:
+            raise InputError("every parameter is fixed: nothing to fit", field="fix")
+        self.loads = [p for p in points if isinstance(p, LoadPoint)]
+        self.meta = []
+        for p in points:
+            if isinstance(p, LoadPoint):
+                k, tau, kind = drafts_and_tau(p)
+                tr = point_trace(p)
+                ctx = float(np.mean(tr.prompt_tokens + tr.output_tokens / 2.0))
+                share = float(np.mean(tr.prompt_tokens) * tau / max(np.mean(tr.output_tokens), 1.0))
+                self.meta.append({"k": k, "tau": tau, "kind": kind, "ctx": ctx,
+                                  "prefill_per_user": share if p.prefill == "local" else 0.0,
+                                  "users": p.users(cfg.gpus)})
+            else:
+                self.meta.append(None)
+        self._check_counts()
+        self.scale = self._typical()
+
+    # --- the model -------------------------------------------------------------------------
+
+    def profile(self, params: dict[str, float]) -> HardwareProfile:
+        """The candidate profile at `params` (draft tables and limits from the configuration)."""
+        cfg = self.cfg
+        extra: dict[str, Any] = {}
+        prof = self.fam.profile(params, cfg.name, gpus_per_replica=cfg.gpus,
+                                kv_capacity_tokens=cfg.kv_capacity_tokens,
+                                max_batch_requests=cfg.max_batch_requests, extra=extra)
+        if cfg.draft_from is not None:
+            prof.draft_curves = dict(cfg.draft_from.draft_curves)
+            prof.per_draft_kinds = cfg.draft_from.per_draft_kinds
+        return prof
+
+    def surrogate(self, params: dict[str, float], i: int) -> np.ndarray:
+        """Steady-state (tps_user, throughput/GPU) of load point i, or (step seconds,)."""
+        obs, m = self.points[i], self.meta[i]
+        if m is None:
+            return np.array([self.fam.step_time(params, obs.batch_tokens, obs.context_tokens)])
+        C, k = m["users"], m["k"]
+        B = C * (1 + k) + C * m["prefill_per_user"]
+        T = float(self.fam.step_time(params, B, C * m["ctx"]))
+        if self.cfg.draft_from is not None and m["kind"]:
+            T += float(self.cfg.draft_from.draft_time(m["kind"], C, k))
+        return np.array([m["tau"] / T, C * m["tau"] / T / self.cfg.gpus])
+
+    @staticmethod
+    def observed(obs: LoadPoint | StepPoint) -> np.ndarray:
+        if isinstance(obs, StepPoint):
+            return np.array([obs.seconds])
+        return np.array([obs.tps_user, obs.throughput_tok_s_per_gpu])
+
+    def simulate(self, params: dict[str, float], progress: Callable[[str], None] | None = None
+                 ) -> list[Simulated | None]:
+        """Run the simulator for every load point under the profile at `params`."""
+        prof = self.profile(params)
+        out: list[Simulated | None] = []
+        for obs, m in zip(self.points, self.meta):
+            out.append(None if m is None else simulate_load(prof, obs, m["users"], self.cfg))
+            if progress and m is not None:
+                progress(obs.label or obs.where)
+        return out
+
+    # --- least squares ---------------------------------------------------------------------
+
+    def _typical(self) -> np.ndarray:
+        """A magnitude per free parameter (start values and Jacobian scaling)."""
+        steps = []
+        for obs, m in zip(self.points, self.meta):
+            if m is None:
+                steps.append((obs.seconds, obs.batch_tokens, max(obs.context_tokens, 1.0)))
+            else:
+                steps.append((m["tau"] / obs.tps_user, m["users"] * (1 + m["k"]),
+                              m["users"] * m["ctx"]))
+        t = np.array(steps)
+        t_min = float(t[:, 0].min())
+        guess = {"floor_s": 0.5 * t_min, "per_token_s": 0.5 * t_min / float(t[:, 1].max()),
+                 "per_context_token_s": 0.1 * t_min / float(t[:, 2].max())}
+        return np.array([guess[p] for p in self.free])
+
+    def _vector(self, x: np.ndarray) -> dict[str, float]:
+        return dict(zip(self.free, np.asarray(x, dtype=float) * self.scale))
+
+    def solve(self, factors: list[np.ndarray], observed: list[np.ndarray] | None = None,
+              rows: list[int] | None = None, x0: np.ndarray | None = None):
+        """Least squares of log(factor x surrogate / observed) over `rows`; returns the scipy result."""
+        observed = observed or [self.observed(p) for p in self.points]
+        rows = list(range(len(self.points))) if rows is None else rows
+
+        def resid(x: np.ndarray) -> np.ndarray:
+            params = self._vector(x)
+            parts = []
+            for i in rows:
+                pred = factors[i] * self.surrogate(params, i)
+                parts.append(np.log(np.maximum(pred, 1e-30) / observed[i]))
+            return np.concatenate(parts)
+
+        x0 = np.ones(len(self.free)) if x0 is None else x0
+        return least_squares(resid, x0, bounds=(0.0, np.inf), x_scale=1.0, xtol=1e-12,
+                             ftol=1e-12, gtol=1e-12, max_nfev=2000)
+
+    def _load_key(self, i: int) -> tuple:
+        """What makes two observations the same load (their numbers then say the same thing)."""
+        p, m = self.points[i], self.meta[i]
+        if m is None:
+            return ("step", p.batch_tokens, p.context_tokens)
+        return ("load", p.policy, p.acceptance, m["users"], p.trace, p.prompt_tokens,
+                p.output_tokens, p.prefill)
+
+    def _check_counts(self) -> None:
+        if len(self.points) == 1:
+            raise InputError(f"one observation cannot identify the {len(self.free)} parameters "
+                             f"{', '.join(self.free)}; give observations at more loads or --fix "
+                             "some parameters", field="observations")
+        loads = {self._load_key(i) for i, p in enumerate(self.points) if isinstance(p, LoadPoint)}
+        steps = {self._load_key(i) for i, p in enumerate(self.points) if isinstance(p, StepPoint)}
+        if len(loads) + len(steps) < 2:
+            raise InputError("every observation is at the same load: the step curve's shape "
+                             "cannot be identified; measure at least two concurrencies",
+                             field="observations")
+        if len(loads) + len(steps) < len(self.free):     # thr ~ C x tps: one number per load
+            raise InputError(f"{len(loads) + len(steps)} distinct loads cannot identify the "
+                             f"{len(self.free)} parameters {', '.join(self.free)}; give more "
+                             "loads or --fix some parameters (e.g. --fix per_context_token_s=0)",
+                             field="observations")
+
+    def identifiability(self, result) -> list[float]:
+        """Singular values of the scaled Jacobian; InputError naming the trading parameters."""
+        J = np.asarray(result.jac, dtype=float)
+        norms = np.linalg.norm(J, axis=0)
+        J = J / np.where(norms > 0, norms, 1.0)          # unit columns: a scale-free rank test
+        s = np.linalg.svd(J, compute_uv=False) if J.size else np.zeros(1)
+        if len(s) < len(self.free) or s[-1] <= RANK_TOL * max(s[0], 1e-300) or not norms.all():
+            _, _, vt = np.linalg.svd(J)
+            null = vt[-1]
+            names = [p for p, v in zip(self.free, null) if abs(v) > 0.2]
+            raise InputError("the observations cannot identify the parameters "
+                             f"{' and '.join(names) or ', '.join(self.free)} separately (they trade "
+                             "off against each other at every observation); fix one with "
+                             f"--fix {names[-1] if names else self.free[-1]}=VALUE, or add "
+                             "observations that separate them (other contexts, policies or step points)",
+                             field="observations")
+        return s.tolist()
+
+    def fit(self, progress: Callable[[str], None] | None = None) -> FitResult:
+        """Defect-corrected least squares, simulator residuals, bootstrap spread."""
+        factors = [np.ones(2 if m else 1) for m in self.meta]
+        result = self.solve(factors)
+        self.identifiability(result)
+        history = []
+        for _ in range(self.cfg.rounds):
+            params = self._vector(result.x)
+            history.append(dict(params))
+            sims = self.simulate(params, progress)
+            factors = [f if s is None else np.array([s.tps_user, s.throughput_tok_s_per_gpu])
+                       / self.surrogate(params, i) for i, (f, s) in enumerate(zip(factors, sims))]
+            result = self.solve(factors, x0=result.x)
+        params = self._vector(result.x)
+        history.append(dict(params))
+        sims = self.simulate(params, progress)
+        svals = self.identifiability(result)
+        spread, method, kept = self.bootstrap(factors, result.x)
+        return FitResult(params=self.fam.full(params), profile=self.profile(params),
+                         points=self.points, simulated=sims, uncertainty=spread,
+                         bootstrap_method=method, bootstrap_kept=kept, singular_values=svals,
+                         history=history)
+
+    def bootstrap(self, factors: list[np.ndarray], x: np.ndarray) -> tuple[dict, str, int]:
+        """Spread of the fitted parameters over resampled (or perturbed) observations."""
+        cfg, rng = self.cfg, np.random.default_rng(self.cfg.seed)
+        n = len(self.points)
+        distinct = len({self._load_key(i) for i in range(n)})
+        nonparametric = distinct >= len(self.free) + 2
+        observed = [self.observed(p) for p in self.points]
+        draws = []
+        for _ in range(cfg.bootstrap):
+            if nonparametric:
+                rows = rng.integers(0, n, n).tolist()
+                if len({self._load_key(i) for i in rows}) < len(self.free):
+                    continue
+                res = self.solve(factors, observed, rows, x0=x)
+            else:
+                noisy = [o * np.exp(rng.normal(0.0, cfg.obs_error, o.shape)) for o in observed]
+                res = self.solve(factors, noisy, x0=x)
+            if res.success:
+                draws.append(np.asarray(res.x) * self.scale)
+        method = ("bootstrap over observations" if nonparametric else
+                  f"parametric bootstrap: every observed number x exp(N(0, {cfg.obs_error:g})) "
+                  f"({distinct} distinct loads for {len(self.free)} parameters)")
+        out = {}
+        arr = np.array(draws) if draws else np.empty((0, len(self.free)))
+        for j, p in enumerate(self.free):
+            col = arr[:, j] if len(arr) else np.array([np.nan])
+            out[p] = {"std": float(np.std(col)), "p05": float(np.percentile(col, 5)),
+                      "p95": float(np.percentile(col, 95))}
+        return out, method, len(draws)
