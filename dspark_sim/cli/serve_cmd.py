@@ -9,9 +9,8 @@ import typer
 
 from ..errors import InputError
 from .decode_cmd import DEVICE_HELP, DRAFTER_HELP, TARGET_HELP
-from .vllm_cmd import (AiperfOpt, DtypeOpt, ENGINE_HELP, KvGibOpt, MaxLenOpt, MaxSeqsOpt, MaxTokensOpt,
-                       TimeoutOpt, UrlOpt, VllmDrafterOpt, VllmPythonOpt, VllmThreadsOpt,
-                       run_vllm_serve_replay, run_vllm_validate)
+from .vllm_cmd import (AiperfOpt, ENGINE_HELP, TimeoutOpt, UrlOpt, VllmDrafterOpt, VllmPythonOpt,
+                       VllmServerOpt, parse_server, run_vllm_serve_replay, run_vllm_validate)
 
 HW_HELP = ("Hardware profile measured for this engine on this machine (shipped name or YAML): "
            "its SPS(B) drives Algorithm 1 and goodput, its limits (max_batch_tokens, "
@@ -86,12 +85,7 @@ def register(app: typer.Typer) -> None:
         url: UrlOpt = None,
         vllm_drafter: VllmDrafterOpt = "ngram",
         timeout: TimeoutOpt = None,
-        max_num_seqs: MaxSeqsOpt = 16,
-        max_num_batched_tokens: MaxTokensOpt = 512,
-        max_model_len: MaxLenOpt = 2048,
-        kv_cache_gib: KvGibOpt = 2.0,
-        vllm_threads: VllmThreadsOpt = 1,
-        vllm_dtype: DtypeOpt = "float32",
+        vllm_server: VllmServerOpt = "",
     ) -> None:
         """Serve TRACE with the real engine on this machine (ours, or vLLM driven by AIPerf), on
         the trace's wall clock."""
@@ -102,10 +96,7 @@ def register(app: typer.Typer) -> None:
                                   seed, target=target, prompts=prompts, chat=chat,
                                   time_scale=time_scale, vllm_python=vllm_python, aiperf=aiperf,
                                   drafter=vllm_drafter, url=url, timeout=timeout,
-                                  max_num_seqs=max_num_seqs,
-                                  max_num_batched_tokens=max_num_batched_tokens,
-                                  max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
-                                  threads=vllm_threads, dtype=vllm_dtype)
+                                  limits=parse_server(vllm_server))
             return
         from rich.console import Console
         from rich.progress import Progress
@@ -162,12 +153,7 @@ def register(app: typer.Typer) -> None:
         url: UrlOpt = None,
         vllm_drafter: VllmDrafterOpt = "ngram",
         timeout: TimeoutOpt = None,
-        max_num_seqs: MaxSeqsOpt = 16,
-        max_num_batched_tokens: MaxTokensOpt = 512,
-        max_model_len: MaxLenOpt = 2048,
-        kv_cache_gib: KvGibOpt = 2.0,
-        vllm_threads: VllmThreadsOpt = 1,
-        vllm_dtype: DtypeOpt = "float32",
+        vllm_server: VllmServerOpt = "",
     ) -> None:
         """Serve TRACE with the real engine (ours or vLLM) and simulate it; error table, spread
         and overlay plots."""
@@ -178,9 +164,7 @@ def register(app: typer.Typer) -> None:
                               acceptance, repeats, out, seed, target=target, prompts=prompts,
                               chat=chat, time_scale=time_scale, vllm_python=vllm_python,
                               aiperf=aiperf, drafter=vllm_drafter, url=url, timeout=timeout,
-                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                              max_model_len=max_model_len, kv_cache_gib=kv_cache_gib,
-                              threads=vllm_threads, dtype=vllm_dtype)
+                              limits=parse_server(vllm_server))
             return
         hw = hw or "cpu-2core-smollm2-135m"
         import os

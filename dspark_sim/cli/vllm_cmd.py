@@ -2,6 +2,7 @@
 options and the orchestration that runs vLLM (the library work is in dspark_sim/vllm)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,44 +19,69 @@ VllmDrafterOpt = Annotated[str, typer.Option(
     "--vllm-drafter", help="vLLM's drafter for the speculative policies: ngram[:MIN-MAX] "
     "(prompt lookup of MIN..MAX tokens, default 1-4 as the decode core's n-gram drafter), draft_model:PATH, or a --speculative-config JSON object "
     "(num_speculative_tokens comes from the policy).")]
-MaxSeqsOpt = Annotated[int, typer.Option("--max-num-seqs", help="vLLM's max_num_seqs (requests "
-                                         "per iteration); the profile's max_batch_requests.")]
-MaxTokensOpt = Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM's "
-                                           "max_num_batched_tokens (tokens per iteration, chunked "
-                                           "prefill); the profile's max_batch_tokens.")]
-MaxLenOpt = Annotated[int, typer.Option("--max-model-len", help="vLLM's max_model_len.")]
-KvGibOpt = Annotated[float, typer.Option("--kv-cache-gib", help="KV cache GiB (VLLM_CPU_KVCACHE_SPACE "
-                                         "on CPU builds).")]
-VllmThreadsOpt = Annotated[int, typer.Option("--vllm-threads", help="OpenMP threads of vLLM's "
-                                             "worker, bound to the first cores (1 leaves a core for "
-                                             "the API server and the load generator).")]
-DtypeOpt = Annotated[str, typer.Option("--vllm-dtype", help="vLLM --dtype (float32 on CPU; auto "
-                                       "or bfloat16 on a GPU).")]
+SERVER_SETTINGS = {   # key: (type, default, meaning)
+    "max_num_seqs": (int, 16, "requests per iteration; the profile's max_batch_requests"),
+    "max_num_batched_tokens": (int, 512, "tokens per iteration (chunked prefill); the profile's "
+                               "max_batch_tokens"),
+    "max_model_len": (int, 2048, "longest request"),
+    "kv_cache_gib": (float, 2.0, "KV cache GiB (VLLM_CPU_KVCACHE_SPACE on CPU builds)"),
+    "threads": (int, 1, "OpenMP threads of the worker, bound to the first cores (1 leaves a core "
+                "for the API server and the load generator)"),
+    "dtype": (str, "float32", "vLLM --dtype (float32 on CPU; auto or bfloat16 on a GPU)"),
+}
+VllmServerOpt = Annotated[str, typer.Option(
+    "--vllm-server", help="vLLM server settings as KEY=VALUE,...: " + "; ".join(
+        f"{k} ({d}: {m})" for k, (_, d, m) in SERVER_SETTINGS.items()) + ".")]
 
 
-def server_spec(model: str, speculative: dict | None, max_num_seqs: int, max_num_batched_tokens: int,
-                max_model_len: int, kv_cache_gib: float, threads: int, dtype: str,
-                iteration_log: bool = True):
-    """A ServerSpec with the project's defaults, validated."""
+@dataclass(frozen=True)
+class ServerLimits:
+    """The vLLM server settings a run starts its servers with (SERVER_SETTINGS)."""
+
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int = 512
+    max_model_len: int = 2048
+    kv_cache_gib: float = 2.0
+    threads: int = 1
+    dtype: str = "float32"
+
+
+def parse_server(text: str) -> ServerLimits:
+    """`--vllm-server` KEY=VALUE,... -> ServerLimits (unknown keys and bad values: InputError)."""
+    values: dict = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        key, eq, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or key not in SERVER_SETTINGS:
+            raise InputError(f"expected KEY=VALUE with KEY one of {', '.join(SERVER_SETTINGS)}, got "
+                             f"{item!r}", field="--vllm-server")
+        kind = SERVER_SETTINGS[key][0]
+        try:
+            values[key] = kind(raw.strip())
+        except ValueError:
+            raise InputError(f"{key} must be {kind.__name__}, got {raw!r}", field="--vllm-server") from None
+        if kind is not str and not values[key] > 0:
+            raise InputError(f"{key} must be > 0, got {raw!r}", field="--vllm-server")
+    return ServerLimits(**values)
+
+
+def server_spec(model: str, speculative: dict | None, limits: ServerLimits, iteration_log: bool = True):
+    """The ServerSpec of a run."""
     from ..vllm.runtime import ServerSpec
 
-    for value, name in ((max_num_seqs, "--max-num-seqs"), (max_num_batched_tokens, "--max-num-batched-tokens"),
-                        (max_model_len, "--max-model-len"), (threads, "--vllm-threads")):
-        if value < 1:
-            raise InputError(f"must be >= 1, got {value}", field=name)
-    if not kv_cache_gib > 0:
-        raise InputError(f"must be > 0, got {kv_cache_gib}", field="--kv-cache-gib")
     extra = ["--enable-logging-iteration-details"] if iteration_log else []
-    return ServerSpec(model=model, dtype=dtype, max_model_len=max_model_len, speculative=speculative,
-                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                      kv_cache_gib=kv_cache_gib, threads=threads, extra_args=extra)
+    return ServerSpec(model=model, dtype=limits.dtype, max_model_len=limits.max_model_len,
+                      speculative=speculative, max_num_seqs=limits.max_num_seqs,
+                      max_num_batched_tokens=limits.max_num_batched_tokens,
+                      kv_cache_gib=limits.kv_cache_gib, threads=limits.threads, extra_args=extra)
 
 
 def run_vllm_profile(out: Path, target: str, speculative: Optional[str], drafter: str, batches: tuple[int, ...],
                      contexts: tuple[int, ...], prefill_chunks: tuple[int, ...], decode_steps: int,
                      repeats: int, warmup: int, name: Optional[str], seed: int, plot: Path,
-                     vllm_python: Optional[str], max_num_seqs: int, max_num_batched_tokens: int,
-                     max_model_len: int, kv_cache_gib: float, threads: int, dtype: str) -> None:
+                     vllm_python: Optional[str], limits: ServerLimits) -> None:
     """Start vLLM, time it (dspark_sim/vllm/profile.py), fit and write the hardware profile."""
     import tempfile
 
@@ -72,18 +98,17 @@ def run_vllm_profile(out: Path, target: str, speculative: Optional[str], drafter
 
     python = find_python(vllm_python)
     spec_cfg = speculative_config(speculative, parse_drafter(drafter)) if speculative else None
-    if max(prefill_chunks, default=0) > max_num_batched_tokens:
-        raise InputError(f"a prefill chunk is longer than --max-num-batched-tokens "
-                         f"({max_num_batched_tokens})", field="--prefill-chunks")
-    if max(batches) > max_num_seqs:
-        raise InputError(f"more requests than --max-num-seqs ({max_num_seqs})", field="--batches")
-    if max(contexts) + decode_steps + 2 > max_model_len:
-        raise InputError(f"contexts + decode steps exceed --max-model-len ({max_model_len})",
+    if max(prefill_chunks, default=0) > limits.max_num_batched_tokens:
+        raise InputError(f"a prefill chunk is longer than max_num_batched_tokens "
+                         f"({limits.max_num_batched_tokens})", field="--prefill-chunks")
+    if max(batches) > limits.max_num_seqs:
+        raise InputError(f"more requests than max_num_seqs ({limits.max_num_seqs})", field="--batches")
+    if max(contexts) + decode_steps + 2 > limits.max_model_len:
+        raise InputError(f"contexts + decode steps exceed max_model_len ({limits.max_model_len})",
                          field="--contexts")
     model, model_name = resolve_model(target)
     grid = VLLMGrid(batches, contexts, prefill_chunks, decode_steps, repeats, warmup)
-    spec = server_spec(model, spec_cfg, max_num_seqs, max_num_batched_tokens, max_model_len,
-                       kv_cache_gib, threads, dtype)
+    spec = server_spec(model, spec_cfg, limits)
     console = Console()
     log = Path(tempfile.mkdtemp(prefix="vllm-profile-")) / "vllm.log"
     console.print(f"starting vLLM ({python}) on 127.0.0.1; log {log}")
@@ -96,11 +121,12 @@ def run_vllm_profile(out: Path, target: str, speculative: Optional[str], drafter
         log_text = log.read_text(errors="replace")
     pgrid = ProfileGrid(batches, tuple(sorted({t.width for t in timings if t.op == "decode"})),
                         contexts, prefill_chunks, repeats, warmup)
+    dtype, threads = limits.dtype, limits.threads
     prof, fit = measured_profile(timings, pgrid, "cpu" if dtype == "float32" else "cuda",
                                  name or f"vllm-{model_name.lower()}", model_name, seed,
                                  runner="vllm")
-    prof.max_batch_requests = max_num_seqs
-    prof.max_batch_tokens = max_num_batched_tokens
+    prof.max_batch_requests = limits.max_num_seqs
+    prof.max_batch_tokens = limits.max_num_batched_tokens
     prof.kv_capacity_tokens = kv_capacity_tokens(log_text)
     prof.device = f"vLLM {vllm_version(log_text) or '?'} ({'CPU' if dtype == 'float32' else dtype}), " \
                   f"{threads} OpenMP thread(s)"
@@ -134,8 +160,7 @@ TimeoutOpt = Annotated[Optional[float], typer.Option(
 def vllm_replay_inputs(trace_path: Path, policies: list[str], target: str, prompts: Optional[str],
                        chat: bool, time_scale: float, seed: int, vllm_python: Optional[str],
                        aiperf: Optional[str], drafter: str, url: Optional[str], timeout: Optional[float],
-                       max_num_seqs: int, max_num_batched_tokens: int, max_model_len: int,
-                       kv_cache_gib: float, threads: int, dtype: str):
+                       limits: ServerLimits):
     """Validated trace, policies, prompt ids and the VLLMSetup; nothing is started."""
     from transformers import AutoTokenizer
 
@@ -155,9 +180,9 @@ def vllm_replay_inputs(trace_path: Path, policies: list[str], target: str, promp
         check_loopback(url)
     trace = scale_trace(load_trace(trace_path), time_scale)
     too_long = int((trace.prompt_tokens + trace.output_tokens).max()) if len(trace) else 0
-    if too_long > max_model_len:
-        raise InputError(f"a request needs {too_long} tokens, more than --max-model-len "
-                         f"{max_model_len}", file=trace_path, field="prompt_tokens")
+    if too_long > limits.max_model_len:
+        raise InputError(f"a request needs {too_long} tokens, more than max_model_len "
+                         f"{limits.max_model_len} (--vllm-server)", file=trace_path, field="prompt_tokens")
     drafter_cfg = parse_drafter(drafter)
     python = find_python(vllm_python) if not url else Path("python")
     aiperf_exe = aiperf_command(aiperf)
@@ -168,8 +193,7 @@ def vllm_replay_inputs(trace_path: Path, policies: list[str], target: str, promp
     tokenizer = AutoTokenizer.from_pretrained(model)
     ids = build_prompts(PromptBuilder(tokenizer, prompt_sets(prompts), chat), trace.task,
                         trace.prompt_tokens, seed)
-    spec = server_spec(model, None, max_num_seqs, max_num_batched_tokens, max_model_len,
-                       kv_cache_gib, threads, dtype)
+    spec = server_spec(model, None, limits)
     setup = VLLMSetup(python=python, aiperf=aiperf_exe, base=spec, drafter=drafter_cfg,
                       tokenizer=model, url=url, timeout_s=timeout)
     return trace, ids, setup
@@ -275,8 +299,7 @@ def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
 
 def run_vllm_measure(out: Path, target: str, tasks: str, n: Optional[int], max_new_tokens: int,
                      gamma: int, chat: bool, name: Optional[str], vllm_python: Optional[str],
-                     drafter: str, max_num_seqs: int, max_num_batched_tokens: int, max_model_len: int,
-                     kv_cache_gib: float, threads: int, dtype: str) -> None:
+                     drafter: str, limits: ServerLimits) -> None:
     """measure --engine vllm: the prompt sets through vLLM's drafter at K = gamma; the empirical
     acceptance profile, its per-task report and the records it came from."""
     import tempfile
@@ -300,8 +323,7 @@ def run_vllm_measure(out: Path, target: str, tasks: str, n: Optional[int], max_n
     drafter_cfg = parse_drafter(drafter)
     model, model_name = resolve_model(target)
     tokenizer = AutoTokenizer.from_pretrained(model)
-    spec = server_spec(model, speculative_config(f"static-{gamma}", drafter_cfg), max_num_seqs,
-                       max_num_batched_tokens, max_model_len, kv_cache_gib, threads, dtype,
+    spec = server_spec(model, speculative_config(f"static-{gamma}", drafter_cfg), limits,
                        iteration_log=False)
     stem = out.name[: -len(".acceptance.json")] if out.name.endswith(".acceptance.json") else out.stem
     records_path = out.with_name(stem + ".records.jsonl")

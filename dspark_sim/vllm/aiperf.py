@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..fileio import write_text_atomic
-from ..traces.schema import Trace
+from ..traces.schema import Trace, iter_json_lines
 from .runtime import EngineError
 
 EXPORT = "profile_export.jsonl"
@@ -115,36 +115,29 @@ def read_export(path: Path, trace: Trace) -> tuple[pd.DataFrame, dict[str, Any]]
     accepted = np.zeros(n, dtype=np.int64)
     prompt_seen = np.zeros(n, dtype=np.int64)
     errors: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON: {exc.msg}", file=path, line=line_no) from None
-            meta = rec.get("metadata") or {}
-            sid = str(meta.get("conversation_id", ""))
-            if sid not in index:
-                raise InputError(f"record for unknown request {sid!r}", file=path, line=line_no,
-                                 field="metadata.conversation_id")
-            k = index[sid]
-            if rec.get("error"):
-                errors.append(f"{sid}: {rec['error']}")
-                continue
-            start_ns[k] = float(meta.get("request_start_ns", np.nan))
-            credit_ns[k] = float(meta.get("credit_issued_ns", np.nan))
-            ttft[k] = _metric(rec, "time_to_first_token") / 1e3
-            latency[k] = _metric(rec, "request_latency") / 1e3
-            tokens = _metric(rec, "usage_completion_tokens")
-            out_tokens[k] = int(tokens) if np.isfinite(tokens) else 0
-            prompt = _metric(rec, "usage_prompt_tokens")
-            prompt_seen[k] = int(prompt) if np.isfinite(prompt) else 0
-            spec = _spec(rec)
-            if spec is not None:
-                drafted[k] = int(spec.get("num_draft_tokens") or 0)
-                accepted[k] = int(spec.get("num_accepted_draft_tokens") or 0)
-            steps[k] = max(out_tokens[k] - 1 - accepted[k], 0)
+    for line_no, rec in iter_json_lines(path, "AIPerf export"):
+        meta = rec.get("metadata") or {}
+        sid = str(meta.get("conversation_id", ""))
+        if sid not in index:
+            raise InputError(f"record for unknown request {sid!r}", file=path, line=line_no,
+                             field="metadata.conversation_id")
+        k = index[sid]
+        if rec.get("error"):
+            errors.append(f"{sid}: {rec['error']}")
+            continue
+        start_ns[k] = float(meta.get("request_start_ns", np.nan))
+        credit_ns[k] = float(meta.get("credit_issued_ns", np.nan))
+        ttft[k] = _metric(rec, "time_to_first_token") / 1e3
+        latency[k] = _metric(rec, "request_latency") / 1e3
+        tokens = _metric(rec, "usage_completion_tokens")
+        out_tokens[k] = int(tokens) if np.isfinite(tokens) else 0
+        prompt = _metric(rec, "usage_prompt_tokens")
+        prompt_seen[k] = int(prompt) if np.isfinite(prompt) else 0
+        spec = _spec(rec)
+        if spec is not None:
+            drafted[k] = int(spec.get("num_draft_tokens") or 0)
+            accepted[k] = int(spec.get("num_accepted_draft_tokens") or 0)
+        steps[k] = max(out_tokens[k] - 1 - accepted[k], 0)
     scheduled = np.asarray(trace.arrival_s, dtype=float) - float(np.min(trace.arrival_s))
     have = np.isfinite(start_ns)
     t0 = float(np.min(credit_ns[have] - scheduled[have] * 1e9)) if have.any() else 0.0
@@ -176,25 +169,18 @@ def trace_from_export(path: Path) -> Trace:
     """The trace an AIPerf export replayed, from its records alone (a user's own AIPerf run):
     request = conversation id, arrival = when AIPerf issued it, lengths = the server's usage."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON: {exc.msg}", file=path, line=line_no) from None
-            meta = rec.get("metadata") if isinstance(rec, dict) else None
-            if not isinstance(meta, dict) or meta.get("credit_issued_ns") is None:
-                raise InputError("missing field", file=path, line=line_no, field="metadata.credit_issued_ns")
-            if rec.get("error") or meta.get("was_cancelled"):
-                continue
-            prompt, out = _metric(rec, "usage_prompt_tokens"), _metric(rec, "usage_completion_tokens")
-            if not (np.isfinite(prompt) and np.isfinite(out)) or prompt < 1 or out < 1:
-                raise InputError("missing or zero token usage (run AIPerf with --use-server-token-count)",
-                                 file=path, line=line_no, field="metrics.usage_completion_tokens")
-            rows.append((str(meta.get("conversation_id") or line_no), float(meta["credit_issued_ns"]),
-                         int(prompt), int(out)))
+    for line_no, rec in iter_json_lines(path, "AIPerf export"):
+        meta = rec.get("metadata")
+        if not isinstance(meta, dict) or meta.get("credit_issued_ns") is None:
+            raise InputError("missing field", file=path, line=line_no, field="metadata.credit_issued_ns")
+        if rec.get("error") or meta.get("was_cancelled"):
+            continue
+        prompt, out = _metric(rec, "usage_prompt_tokens"), _metric(rec, "usage_completion_tokens")
+        if not (np.isfinite(prompt) and np.isfinite(out)) or prompt < 1 or out < 1:
+            raise InputError("missing or zero token usage (run AIPerf with --use-server-token-count)",
+                             file=path, line=line_no, field="metrics.usage_completion_tokens")
+        rows.append((str(meta.get("conversation_id") or line_no), float(meta["credit_issued_ns"]),
+                     int(prompt), int(out)))
     if not rows:
         raise InputError("no completed records", file=path)
     rows.sort(key=lambda r: r[1])
