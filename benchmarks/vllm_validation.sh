@@ -2,7 +2,9 @@
 # vLLM as the reference engine, on this machine: its measured step curve, the simulator against
 # it on the validation traces and an Azure conversation slice, and its n-gram drafter's acceptance
 # on GSM8K / HumanEval / MT-Bench beside the decode core's. Needs `make setup setup-vllm`.
-# Usage: benchmarks/vllm_validation.sh [profile] [validate] [acceptance] [curves]  (default: all)
+# Usage: benchmarks/vllm_validation.sh [profile] [validate] [resimulate] [acceptance] [curves]
+#        (default: profile validate acceptance curves; resimulate re-runs only the simulator
+#        against the vLLM runs of an earlier validate, e.g. after re-profiling)
 # Settings: POLICIES (ar,static-2,static-4), REPEATS (3), TRACES (validate-burst
 # validate-concurrent azure-slice), N (20 prompts per task), OUT (runs/vllm). Summaries are copied
 # to docs/validation/vllm-<trace>/ and docs/vllm/.
@@ -39,6 +41,15 @@ validate)
       --repeats "$REPEATS" --prompts "$PROMPTS" --out "$OUT/validate-$t"
     mkdir -p "docs/validation/vllm-$t"
     cp "$OUT/validate-$t"/validation.{md,json} "$OUT/validate-$t/overlay.png" "docs/validation/vllm-$t/"
+  done
+  ;;
+resimulate)
+  for t in $TRACES; do
+    src=traces/$t.jsonl; [ -f "$src" ] || src=$OUT/$t.jsonl
+    $CLI validate "$src" --engine vllm --policies "$POLICIES" --repeats "$REPEATS" \
+      --engine-runs "$OUT/validate-$t" --out "$OUT/resim-$t"
+    mkdir -p "docs/validation/vllm-$t"
+    cp "$OUT/resim-$t"/validation.{md,json} "$OUT/resim-$t/overlay.png" "docs/validation/vllm-$t/"
   done
   ;;
 acceptance)

@@ -266,7 +266,7 @@ def register(app: typer.Typer) -> None:
                 prof, fit = measure_profile(tgt.model, grid, device, name, model_name, seed, roof,
                                             progress=advance)
         _print_points(console, prof.extra)
-        _print_drafts(console, prof)
+        print_drafts(console, prof)
         summary = fit.summary()
         console.print(f"fit: {summary['within_spread']}/{summary['points']} points within their "
                       f"p10-p90 spread; median |error| {summary['median_abs_rel_error']:.1%}, max "
@@ -283,7 +283,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(profile_app, name="profile")
 
 
-def _print_drafts(console, prof) -> None:
+def print_drafts(console, prof) -> None:
     from rich.table import Table
 
     points = prof.extra.get("draft_measurements")

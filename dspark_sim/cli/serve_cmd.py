@@ -154,6 +154,10 @@ def register(app: typer.Typer) -> None:
         vllm_drafter: VllmDrafterOpt = "ngram",
         timeout: TimeoutOpt = None,
         vllm_server: VllmServerOpt = "",
+        engine_runs: Optional[Path] = typer.Option(None, "--engine-runs", help="vllm engine: do "
+                                                   "not serve; simulate again against the runs an "
+                                                   "earlier validate wrote in this directory "
+                                                   "(DIR/engine/<policy>/run-<k>)."),
     ) -> None:
         """Serve TRACE with the real engine (ours or vLLM) and simulate it; error table, spread
         and overlay plots."""
@@ -161,7 +165,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
         if engine == "vllm":
             run_vllm_validate(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
-                              acceptance, repeats, out, seed, target=target, prompts=prompts,
+                              acceptance, repeats, out, seed, engine_runs, target=target, prompts=prompts,
                               chat=chat, time_scale=time_scale, vllm_python=vllm_python,
                               aiperf=aiperf, drafter=vllm_drafter, url=url, timeout=timeout,
                               limits=parse_server(vllm_server))

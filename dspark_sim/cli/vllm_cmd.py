@@ -92,9 +92,10 @@ def run_vllm_profile(out: Path, target: str, speculative: Optional[str], drafter
     from ..hardware.plot import plot_profile
     from ..hardware.profiler import ProfileGrid
     from ..vllm.iterations import kv_capacity_tokens, vllm_version
-    from ..vllm.profile import VLLMGrid, profile_vllm
-    from ..vllm.runtime import (VLLMServer, model_vocab, parse_drafter, resolve_model,
-                                 speculative_config, vllm_python as find_python)
+    from ..vllm.profile import VLLMGrid, profile_vllm, split_proposer
+    from ..vllm.runtime import (VLLMServer, drafter_kind, model_vocab, parse_drafter, resolve_model,
+                                speculative_config, vllm_python as find_python)
+    from .hardware_cmd import print_drafts
 
     python = find_python(vllm_python)
     spec_cfg = speculative_config(speculative, parse_drafter(drafter)) if speculative else None
@@ -108,42 +109,56 @@ def run_vllm_profile(out: Path, target: str, speculative: Optional[str], drafter
                          field="--contexts")
     model, model_name = resolve_model(target)
     grid = VLLMGrid(batches, contexts, prefill_chunks, decode_steps, repeats, warmup)
-    spec = server_spec(model, spec_cfg, limits)
     console = Console()
-    log = Path(tempfile.mkdtemp(prefix="vllm-profile-")) / "vllm.log"
-    console.print(f"starting vLLM ({python}) on 127.0.0.1; log {log}")
-    with VLLMServer(spec, python, log) as server:
-        console.print(f"vLLM ready after {server.start_s:.0f} s")
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("timing vLLM", total=grid.points(spec_cfg is not None))
-            timings, records = profile_vllm(server, grid, model_vocab(model), spec_cfg is not None,
-                                            seed, lambda: bar.advance(task))
-        log_text = log.read_text(errors="replace")
+    vocab = model_vocab(model)
+    runs = [("plain", None)] + ([("speculative", spec_cfg)] if spec_cfg else [])
+    timed, records_all, log_texts, starts = {}, [], [], []
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("timing vLLM", total=grid.points(spec_cfg is not None))
+        for label, cfg in runs:
+            spec = server_spec(model, cfg, limits)
+            log = Path(tempfile.mkdtemp(prefix=f"vllm-profile-{label}-")) / "vllm.log"
+            console.print(f"starting a {label} vLLM server ({python}) on 127.0.0.1; log {log}")
+            with VLLMServer(spec, python, log) as server:
+                console.print(f"vLLM ready after {server.start_s:.0f} s")
+                timed[label], records = profile_vllm(server, grid, vocab, cfg is not None, seed,
+                                                     lambda: bar.advance(task), prefill=cfg is None)
+                starts.append(round(server.start_s, 1))
+            records_all += [{"server": label, **r.as_dict()} for r in records]
+            log_texts.append(log.read_text(errors="replace"))
+    timings, draft_timings = timed["plain"], []
+    if spec_cfg:
+        timings, draft_timings = split_proposer(timed["plain"], timed["speculative"],
+                                                drafter_kind(spec_cfg))
+    log_text = log_texts[0]
     pgrid = ProfileGrid(batches, tuple(sorted({t.width for t in timings if t.op == "decode"})),
                         contexts, prefill_chunks, repeats, warmup)
     dtype, threads = limits.dtype, limits.threads
     prof, fit = measured_profile(timings, pgrid, "cpu" if dtype == "float32" else "cuda",
                                  name or f"vllm-{model_name.lower()}", model_name, seed,
-                                 runner="vllm")
+                                 draft_timings=draft_timings, runner="vllm")
     prof.max_batch_requests = limits.max_num_seqs
     prof.max_batch_tokens = limits.max_num_batched_tokens
     prof.kv_capacity_tokens = kv_capacity_tokens(log_text)
     prof.device = f"vLLM {vllm_version(log_text) or '?'} ({'CPU' if dtype == 'float32' else dtype}), " \
                   f"{threads} OpenMP thread(s)"
     prof.extra["vllm"] = {"version": vllm_version(log_text), "python": str(python),
-                          "server_args": spec.args(0)[2:], "speculative_config": spec_cfg,
-                          "startup_s": round(server.start_s, 1), "decode_steps": decode_steps,
-                          "bursts": [r.as_dict() for r in records]}
+                          "server_args": server_spec(model, spec_cfg, limits).args(0)[2:],
+                          "speculative_config": spec_cfg, "startup_s": starts,
+                          "decode_steps": decode_steps, "bursts": records_all}
     summary = fit.summary()
     console.print(f"fit: {summary['within_spread']}/{summary['points']} points within their p10-p90 "
                   f"spread; median |error| {summary['median_abs_rel_error']:.1%}, max "
                   f"{summary['max_abs_rel_error']:.1%}; per_context_token_s = {fit.per_context_token_s:.3e}")
-    overheads = [r.period_s - r.model_s for r in records]
+    overheads = sorted(r["overhead_s"] for r in records_all)
     if overheads:
-        console.print(f"engine overhead per iteration (period - model time): median "
-                      f"{1e3 * float(sorted(overheads)[len(overheads) // 2]):.1f} ms")
+        console.print(f"engine overhead per iteration (outside the model): median "
+                      f"{1e3 * overheads[len(overheads) // 2]:.1f} ms")
+    if prof.draft_curves:
+        print_drafts(console, prof)
     prof.save(out)
-    path = plot_profile(prof, plot, measurements=prof.extra["measurements"])
+    path = plot_profile(prof, plot, measurements=prof.extra["measurements"],
+                        draft_points=prof.extra.get("draft_measurements"))
     console.print(f"wrote {out} and {path}")
 
 
@@ -228,11 +243,37 @@ def _ms(v) -> str:
 VLLM_DEFAULT_HW = "cpu-2core-smollm2-135m-vllm"
 
 
+def load_engine_runs(runs_dir: Path, policies: list[str], repeats: int) -> dict:
+    """vLLM runs a previous `validate --engine vllm` wrote (DIR/engine/<policy>/run-<k>/
+    requests.csv and summary.json), to simulate again without serving."""
+    import json
+
+    import pandas as pd
+
+    from ..serve.engine import ServeResult
+
+    engine = {}
+    for pol in policies:
+        engine[pol] = []
+        for k in range(repeats):
+            where = runs_dir / "engine" / pol / (f"run-{k}" if repeats > 1 else "")
+            try:
+                frame = pd.read_csv(where / "requests.csv", dtype={"id": str, "task": str})
+                summary = json.loads((where / "summary.json").read_text())
+            except (OSError, ValueError) as exc:
+                raise InputError(f"no vLLM run of {pol} here ({exc})", file=where,
+                                 field="--engine-runs") from None
+            engine[pol].append(ServeResult(pol, frame, summary, [], [], None))
+    return engine
+
+
 def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
-                      acceptance: Optional[str], repeats: int, out: Path, seed: int, **kw) -> None:
-    """validate --engine vllm: serve on vLLM (warm server per policy, `repeats` runs), the
-    simulator with the vLLM profile and each policy's acceptance (given, or imported from its
-    first vLLM run's per-request metrics), the error table."""
+                      acceptance: Optional[str], repeats: int, out: Path, seed: int,
+                      engine_runs: Optional[Path] = None, **kw) -> None:
+    """validate --engine vllm: serve on vLLM (warm server per policy, `repeats` runs; or read
+    the runs of an earlier validate from `engine_runs`), the simulator with the vLLM profile
+    and each policy's acceptance (given, or imported from its first vLLM run's per-request
+    metrics), the error table."""
     import os
     import shlex
     import sys
@@ -251,15 +292,22 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
     hw_name = hw or VLLM_DEFAULT_HW
     hw_prof = load_hw_profile(hw_profile_path(hw_name))
     given = parse_acceptance_option(acceptance, policies) if acceptance else {}
-    trace, ids, setup = vllm_replay_inputs(trace_path, policies, seed=seed, **kw)
     loaded = {p: (load_acceptance_profile(acceptance_profile_path(given[p])), str(given[p]))
               for p in policies if given.get(p) and policy_spec_tokens(p) > 0}
-    console = Console(stderr=True)
     load_before = os.getloadavg()
-    with console.status("vLLM") as status:
-        engine = serve_trace_vllm(trace, str(trace_path), policies, ids, setup,
-                                  lambda p: out / "engine" / p, repeats, seed,
-                                  status=lambda s: status.update(s))
+    if engine_runs is not None:
+        from ..traces.schema import load_trace
+
+        trace, setup = load_trace(trace_path), None
+        engine = load_engine_runs(engine_runs, policies, repeats)
+        runs_dir = engine_runs
+    else:
+        trace, ids, setup = vllm_replay_inputs(trace_path, policies, seed=seed, **kw)
+        with Console(stderr=True).status("vLLM") as status:
+            engine = serve_trace_vllm(trace, str(trace_path), policies, ids, setup,
+                                      lambda p: out / "engine" / p, repeats, seed,
+                                      status=lambda s: status.update(s))
+        runs_dir = out
     accept = {}
     for pol in policies:
         if policy_spec_tokens(pol) == 0:
@@ -267,15 +315,20 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
         elif pol in loaded:
             accept[pol] = loaded[pol]
         else:
-            accept[pol] = imported_acceptance(trace, out / "engine" / pol, repeats, pol)
+            accept[pol] = imported_acceptance(trace, runs_dir / "engine" / pol, repeats, pol)
     v = compare_with_sim(trace, engine, hw_prof, accept, seed, str(trace_path), hw_name)
+    first = engine[policies[0]][0].summary
     meta = {"engine": "vllm", "trace": str(trace_path), "policies": policies,
-            "target": setup.base.model, "hw": hw_name, "repeats": repeats, "seed": seed,
-            "vllm_drafter": setup.drafter, "acceptance": {p: a for p, (_, a) in accept.items()},
-            "threads": setup.base.threads, "load_average": [round(x, 2) for x in load_before],
+            "engine_runs": str(runs_dir), "hw": hw_name, "repeats": repeats, "seed": seed,
+            "server_args": first.get("server_args"),
+            "speculative_configs": {p: r[0].summary.get("speculative_config") for p, r in engine.items()},
+            "acceptance": {p: a for p, (_, a) in accept.items()},
+            "load_average_engine": {p: [r.summary.get("load_average_before") for r in rs]
+                                    for p, rs in engine.items()},
+            "load_average": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "command": "dspark-sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
-    written = write_validation(v, out, meta, trace.ids, engine_written=True)
+    written = write_validation(v, out, meta, trace.ids, engine_written=engine_runs is None)
     typer.echo(markdown_table(v.table, HEADLINE + ("ttft_s.p50", "tps_user.p10", "ttft_s.p99")))
     typer.echo("wrote " + ", ".join(str(w) for w in written))
 

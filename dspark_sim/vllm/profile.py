@@ -39,8 +39,9 @@ class VLLMGrid:
     warmup: int = 1
 
     def points(self, speculative: bool) -> int:
-        kinds = 2 if speculative else 1
-        return (len(self.batches) * len(self.contexts) * kinds + len(self.prefill_chunks)) * self.repeats
+        """Bursts of a plain server and, with speculation, of a speculative one after it."""
+        decode = len(self.batches) * len(self.contexts)
+        return (decode + len(self.prefill_chunks) + (2 * decode if speculative else 0)) * self.repeats
 
 
 def _prompt(rng: np.random.Generator, vocab: int, length: int, repeated: bool) -> list[int]:
@@ -89,8 +90,9 @@ class PointRecord:
 
 
 def profile_vllm(server: VLLMServer, grid: VLLMGrid, vocab: int, speculative: bool, seed: int = 0,
-                 progress: Callable[[], None] | None = None) -> tuple[list[Timing], list[PointRecord]]:
-    """Time decode bursts and prefill prompts on a running server; Timings for the fit."""
+                 progress: Callable[[], None] | None = None,
+                 prefill: bool = True) -> tuple[list[Timing], list[PointRecord]]:
+    """Time decode bursts (and prefill prompts) on a running server; Timings for the fit."""
     rng = np.random.default_rng(seed)
     tick = progress or (lambda: None)
     cursor = LogCursor(server.log_path)
@@ -118,7 +120,7 @@ def profile_vllm(server: VLLMServer, grid: VLLMGrid, vocab: int, speculative: bo
                     tick()
         one = [p for p in records if p.requests == 1]
         overhead1 = float(np.median([p.period_s - p.model_s for p in one])) if one else 0.0
-        for length in grid.prefill_chunks:
+        for length in grid.prefill_chunks if prefill else ():
             _, it = _burst(server, [_prompt(rng, vocab, length, False)], 1, cursor)
             pre = it[(it.ctx_requests == 1) & (it.ctx_tokens == length)]
             if not pre.empty:
@@ -132,3 +134,28 @@ def profile_vllm(server: VLLMServer, grid: VLLMGrid, vocab: int, speculative: bo
         raise EngineError(f"no iteration details in the vLLM log; was it started with "
                           f"--enable-logging-iteration-details?\n{server.log_tail()}")
     return timings, records
+
+
+def split_proposer(plain: list[Timing], spec: list[Timing], kind: str) -> tuple[list[Timing], list[Timing]]:
+    """Step timings for the fit and the drafter's draft timings, from a plain server's bursts and
+    a speculative server's. The speculative server pays its proposer every iteration: at each
+    (R, context) its iterations without drafts (R tokens) minus the plain server's are the draft
+    cost (>= 0; interpolated over R where every iteration drafted), which is taken off its
+    verify iterations before they join the plain ones in the step fit; the simulator adds it
+    back as `draft_time` when a policy drafts."""
+    base = {(t.requests, t.context): t.median_s for t in plain
+            if t.op == "decode" and t.batch_tokens == t.requests}
+    extra = {(t.requests, t.context): max(t.median_s - base[(t.requests, t.context)], 0.0)
+             for t in spec if t.op == "decode" and t.batch_tokens == t.requests
+             and (t.requests, t.context) in base}
+    draft = [Timing(f"draft:{kind}", r, 1, c, [d]) for (r, c), d in sorted(extra.items())]
+    rs = sorted({r for r, _ in extra})
+    per_r = [float(np.median([d for (r2, _), d in extra.items() if r2 == r])) for r in rs]
+
+    def proposer(r: int) -> float:
+        return float(np.interp(r, rs, per_r)) if rs else 0.0
+
+    verify = [Timing(t.op, t.requests, t.width, t.context,
+                     [max(x - proposer(t.requests), 1e-6) for x in t.samples_s], tokens=t.batch_tokens)
+              for t in spec if t.op == "decode" and t.batch_tokens > t.requests]
+    return list(plain) + verify, draft

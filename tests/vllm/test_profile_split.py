@@ -1,0 +1,23 @@
+"""The vLLM profile's split of a speculative server's cost into step time and proposer time."""
+import pytest
+
+from dspark_sim.hardware.profiler import Timing
+from dspark_sim.vllm.profile import split_proposer
+
+
+def test_proposer_cost_is_taken_off_verify_steps_and_becomes_draft_time():
+    plain = [Timing("decode", 1, 1, 140, [0.060, 0.062, 0.061]),
+             Timing("decode", 4, 1, 140, [0.080, 0.080]),
+             Timing("prefill", 1, 64, 0, [0.18])]
+    spec = [Timing("decode", 1, 1, 140, [0.064, 0.066, 0.065]),     # +4 ms: the proposer
+            Timing("decode", 4, 1, 140, [0.088]),                    # +8 ms at R = 4
+            Timing("decode", 1, 4, 140, [0.075, 0.077], tokens=4),
+            Timing("decode", 2, 3, 140, [0.090], tokens=7)]          # R = 2: interpolated, 5.33 ms
+    steps, draft = split_proposer(plain, spec, "ngram")
+    assert [t.op for t in draft] == ["draft:ngram", "draft:ngram"]
+    assert {t.requests: t.samples_s[0] for t in draft} == pytest.approx({1: 0.004, 4: 0.008})
+    verify = [t for t in steps if t.op == "decode" and t.batch_tokens > t.requests]
+    assert [t.batch_tokens for t in verify] == [4, 7]
+    assert verify[0].samples_s == pytest.approx([0.071, 0.073])
+    assert verify[1].samples_s == pytest.approx([0.090 - (0.004 + 0.004 / 3)])
+    assert all(t in steps for t in plain)                 # plain points are kept as measured
