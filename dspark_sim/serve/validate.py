@@ -33,6 +33,7 @@ METRICS = [            # (summary key path, label)
     ("ttft_s.mean", "TTFT mean (s)"),
     ("ttft_s.p50", "TTFT p50 (s)"),
     ("ttft_s.p90", "TTFT p90 (s)"),
+    ("ttft_s.p99", "TTFT p99 (s)"),
     ("tpot_s.p50", "TPOT p50 (s)"),
     ("mean_verify_len", "mean verify length"),
     ("mean_tau", "mean tau"),
