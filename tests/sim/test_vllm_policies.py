@@ -145,3 +145,34 @@ def test_malformed_schedules_name_the_line_and_field(tmp_path):
     with pytest.raises(InputError, match="needs a batch-size schedule"):
         make_policy("vllm-schedule", 4)
     assert json.loads(json.dumps(parse_schedule('[[1, 4, 3]]', 4).to_json())) == [[1, 4, 3]]
+
+
+def test_replay_cli_with_vllm_semantics(tmp_path, capsys):
+    from dspark_sim.cli import main
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"arrival_s": {0.01 * i:.2f}, "prompt_tokens": 300, "output_tokens": 80}}\n'
+                             for i in range(40)))
+    hw = tmp_path / "hw.yaml"
+    hw.write_text("schema: dspark-sim/hw/v1\nname: tight\nsource: constant\nstep_time: {constant_s: 0.01}\n"
+                  "kv_capacity_tokens: 3000\nkv_block_size: 16\ncapture_sizes: [1, 2, 4, 8]\n")
+    sched = tmp_path / "s.json"
+    sched.write_text('{"num_speculative_tokens_per_batch_size": [[1, 4, 3],\n  [5, 64, 1]]}')
+    out = tmp_path / "out"
+    assert main(["replay", str(trace), "--policy", "static-3,vllm-schedule,vllm-adaptive", "--hw", str(hw),
+                 "--kv-semantics", "blocks", "--bs-schedule", str(sched), "--out", str(out)]) == 0
+    for policy in ("static-3", "vllm-schedule", "vllm-adaptive"):
+        summary = json.loads((out / policy / "summary.json").read_text())
+        assert summary["kv_semantics"] == "blocks" and summary["preemptions"] > 0
+        assert summary["completed"] == 40
+    assert "preemptions" in capsys.readouterr().out
+    sched.write_text('{"num_speculative_tokens_per_batch_size": [[1, 4, 3],\n  [4, 64, 1]]}')
+    assert main(["replay", str(trace), "--policy", "vllm-schedule", "--hw", str(hw),
+                 "--bs-schedule", str(sched), "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err
+    assert f"{sched}:2" in err and "num_speculative_tokens_per_batch_size[1]" in err
+    assert not (tmp_path / "o2").exists()
+    assert main(["replay", str(trace), "--policy", "vllm-schedule", "--hw", str(hw),
+                 "--out", str(tmp_path / "o3")]) == 2
+    assert main(["replay", str(trace), "--policy", "mtp1", "--engine", "loop", "--kv-semantics",
+                 "blocks", "--hw", str(hw), "--out", str(tmp_path / "o4")]) == 2
