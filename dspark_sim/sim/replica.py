@@ -2,12 +2,15 @@
 
 The replica process alternates between waiting for work and `advance()`, which plans and
 commits one or more iterations and returns when the last of them ends; the process sleeps
-until then. Two engines implement `advance()`: the vectorised one (fast.py, many iterations
-per call) and the per-iteration reference (reference.py). They share everything here.
+until then. The engines implement `advance()`: the vectorised one (fast.py), the python loop
+(loop.py), the per-iteration reference (reference.py) and its paged-KV variant
+(paged_engine.py, which overrides `admit`, `kv_admit` and `release`). They share everything here.
 
 Semantics (docs/simulator.md):
 - admission at an iteration boundary, FCFS, while fewer than max_batch_requests are running
-  and the KV cache can reserve prompt + output tokens; no preemption;
+  and the KV cache can reserve prompt + output tokens (`kv_admit`); no preemption (the paged
+  engine: blocks on demand, preemption by recompute, a recomputed request prefilling its
+  prompt and generated tokens again, `recompute`);
 - token budget max_batch_tokens per iteration: decode tokens first (1 + verified drafts per
   decoding request), the rest to prefill chunks, FCFS;
 - a request whose prefill completes emits its first token at the end of that iteration and
