@@ -112,3 +112,23 @@ def test_block_manager():
         bm.allocate(2, 16 * 5)
     bm.deallocate(1)
     assert bm.free == 6 and not bm.held
+
+
+@pytest.mark.parametrize("policy", ["mtp1", "dspark", "vllm-adaptive"])
+def test_closed_loop_with_paged_kv(policy):
+    """Users send their next request when one finishes: equal to reserving while KV never runs
+    out; with a tight pool every request still finishes with its tokens."""
+    from dspark_sim.sim.load import ClosedLoop
+
+    rng = np.random.default_rng(5)
+    trace = make_trace(np.zeros(60), rng.integers(20, 300, 60), rng.integers(1, 80, 60))
+    acc = parametric({"chat": [0.8] * 4})
+    loop = ClosedLoop(users=6, requests_per_user=5, think_s=0.01, offset=0)
+    roomy = table_hw([1, 64], [0.01, 0.02], max_batch_tokens=256)
+    a = simulate(trace, policy, roomy, acc, closed_loop=loop)
+    b = simulate(trace, policy, roomy, acc, closed_loop=loop, kv_semantics="blocks")
+    assert_same_outcome(b, a, policy)
+    tight = table_hw([1, 64], [0.01, 0.02], max_batch_tokens=256, kv_capacity_tokens=800)
+    c = simulate(trace, policy, tight, acc, closed_loop=loop, kv_semantics="blocks")
+    assert c.preemptions > 0 and (c.table.generated == c.table.output).all()
+    assert (c.table.finish_ns >= 0).all()
