@@ -7,9 +7,11 @@ admission, each request holds KV blocks (block_manager.py) for what it has neede
   generated + the drafts it is scheduled to verify (vLLM allocates for every scheduled draft,
   `Scheduler.schedule` -> `KVCacheManager.allocate_slots`); prefill chunks grow their request
   to the prompt tokens they reach;
-- when the pool is short, the most recently admitted running request is preempted (vLLM's
-  FCFS victim `running[-1]`, repeatedly, until the allocation fits or the request itself was
-  the victim): its blocks are freed, it goes back to the front of the queue, and when
+- when the pool is short, the most recently admitted running request holding blocks is
+  preempted (vLLM's FCFS victim `running[-1]`, repeatedly, until the allocation fits or the
+  request itself was the victim; a request whose first chunk does not fit, still a waiting
+  request in vLLM, preempts nobody and it and the chunks after it wait): its blocks are
+  freed, it goes back to the front of the queue, and when
   re-admitted it prefills its prompt and every token it had generated (recompute) and then
   emits one new token; its first-token time is kept;
 - admission stays FCFS under max_batch_requests, and admits the queue head only when its whole
@@ -67,14 +69,25 @@ class PagedReplica(ReferenceReplica):
 
     def _make_room(self, rid: int, slots: int) -> bool:
         """Grow `rid` to `slots` KV positions, preempting from the tail of the running requests
-        while the pool is short; False when `rid` itself had to go."""
+        while the pool is short; False when `rid` itself had to go, or when `rid` holds no
+        blocks yet (its first chunk: in vLLM still a waiting request, which never preempts)."""
         while not self.blocks.may_append(rid, slots):
-            victim = self.prefilling[-1] if self.prefilling else self.decoders[-1]
+            if not self.blocks.held.get(rid):
+                return False
+            victim = self._victim()
             self.preempt(victim)
             if victim == rid:
                 return False
         self.blocks.allocate(rid, slots)
         return True
+
+    def _victim(self) -> int:
+        """The most recently admitted request holding blocks (vLLM's `running[-1]`: admitted
+        requests that have not had a chunk yet are still waiting in vLLM's terms)."""
+        for rid in reversed(self.prefilling):
+            if self.blocks.held.get(rid):
+                return rid
+        return self.decoders[-1]
 
     def preempt(self, rid: int) -> None:
         """Free `rid`'s blocks and queue it first; it will recompute prompt + generated."""
@@ -101,7 +114,7 @@ class PagedReplica(ReferenceReplica):
                 continue
             done = self._prefilled[rid]
             if not self._make_room(rid, done + take):
-                break
+                break                             # FCFS: later chunks wait too
             kept.append((rid, take))
             context += done
         return kept, context

@@ -69,20 +69,20 @@ def test_blocks_with_preemption_conserve_requests_and_tokens(sc):
 
 
 def test_tight_pool_preempts_and_recomputes():
-    """Eight 250-token requests in a 1,000-token pool: preemptions happen, every request still
+    """Eight 320-token requests in a 1,000-token pool: preemptions happen, every request still
     gets exactly its tokens, later than with an unlimited pool."""
-    trace = make_trace(np.zeros(8), [200] * 8, [50] * 8)
+    trace = make_trace(np.zeros(8), [200] * 8, [120] * 8)
     acc = parametric({"chat": [0.8] * 3})
     base = dict(draft={"dspark": {"requests": [1, 8], "seconds": [0.001, 0.003]}}, max_batch_tokens=512)
     roomy = simulate(trace, "static-3", table_hw([1, 64], [0.01, 0.02], **base), acc, kv_semantics="blocks")
     tight_hw = table_hw([1, 64], [0.01, 0.02], kv_capacity_tokens=1000, **base)
     tight = simulate(trace, "static-3", tight_hw, acc, kv_semantics="blocks")
     assert roomy.preemptions == 0 and tight.preemptions > 0
-    assert (tight.table.generated == 50).all()
+    assert (tight.table.generated == 120).all()
     assert tight.table.finish_ns.max() > roomy.table.finish_ns.max()
-    # reserving prompt + output: four requests at a time, never preempted
+    # reserving prompt + output: three requests at a time, never preempted
     reserve = simulate(trace, "static-3", tight_hw, acc)
-    assert (reserve.table.generated == 50).all()
+    assert (reserve.table.generated == 120).all()
 
 
 def test_a_request_that_can_never_finish_is_bad_input():
