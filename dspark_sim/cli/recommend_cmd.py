@@ -42,6 +42,9 @@ def register(app: typer.Typer) -> None:
                                          "preemption; slower engine)."),
         adaptive: bool = typer.Option(True, "--adaptive/--no-adaptive", help="Also try vLLM's "
                                       "adaptive verification (DSpark drafters only)."),
+        min_gain: float = typer.Option(0.01, "--min-gain", help="A batch-size schedule or "
+                                       "adaptive verification is recommended only when it beats "
+                                       "the best fixed K by more than this fraction."),
         workers: int = typer.Option(2, "--workers", help="Parallel worker processes."),
         cache: Optional[Path] = typer.Option(None, "--cache", help="Per-point result cache "
                                              "(default DIR/cache)."),
@@ -60,12 +63,13 @@ def register(app: typer.Typer) -> None:
                               percentile=sla_percentile, points=points,
                               load_range=parse_range(load_range), seeds=seeds,
                               requests_per_user=requests_per_user, max_requests=requests,
-                              kv_semantics=kv_semantics, adaptive=adaptive)
+                              kv_semantics=kv_semantics, adaptive=adaptive, min_gain=min_gain)
         rec = recommend(cfg, cache_dir=cache or out / "cache", workers=workers, show_progress=True)
         written = write_recommendation(rec, out)
         _print_table(sla_markdown(rec.sla), "max throughput per GPU meeting each SLA, every candidate")
         typer.echo(f"derived batch-size schedule: {json.dumps(rec.schedule.to_json())}")
         for c in rec.choices:
+            adaptive_gain = c["adaptive_gain_vs_best_fixed"]
             if c["speculative_config"] is None:
                 typer.echo(f"@ {c['sla_tps_user']:g} tok/s/user: no candidate meets the SLA")
                 continue
@@ -74,4 +78,6 @@ def register(app: typer.Typer) -> None:
                        f"{_pct(c['gain_vs_mtp1'])}, vs best fixed K ({c['best_fixed']}) "
                        f"{_pct(c['gain_vs_best_fixed'])}")
             typer.echo(f"  --speculative-config '{json.dumps(c['speculative_config'])}'")
+            if adaptive_gain is not None:
+                typer.echo(f"  adaptive verification vs best fixed K: {_pct(adaptive_gain)}")
         typer.echo("wrote " + ", ".join(str(w) for w in written))

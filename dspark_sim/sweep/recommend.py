@@ -8,8 +8,10 @@ verification (`vllm-adaptive`); MTP-1 with its own acceptance profile is the bas
 swept over a closed-loop load (sweep/run.py, cached points). The schedule is derived from the
 fixed-K sweep: at each load (users ~ the batch size vLLM looks up) the K with the highest
 throughput, between loads the boundary at their geometric mean, equal neighbours merged; it is
-then swept like the others. Per SLA the candidate with the highest throughput per GPU at the SLA
-wins; its gains over MTP-1 and over the best fixed K are the justification printed with it.
+then swept like the others. Per SLA the fixed K with the highest throughput per GPU at the SLA
+wins unless the schedule or adaptive verification beats it by more than `min_gain` (1%: a more
+complex setting must pay for itself); the gains over MTP-1 and over the best fixed K are the
+justification printed with it.
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class RecommendConfig:
     max_requests: int | None = None
     kv_semantics: str = "reserve"
     adaptive: bool = True
+    min_gain: float = 0.01      # a schedule or adaptive verification must beat the best fixed K by this
 
 
 @dataclass
@@ -112,6 +115,8 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
     """Sweep every candidate, derive and sweep the batch-size schedule, choose per SLA."""
     if not cfg.slas:
         raise InputError("no SLA given", field="sla")
+    if not 0 <= cfg.min_gain < 10:
+        raise InputError(f"must be in [0, 10), got {cfg.min_gain}", field="min-gain")
     acc = load_acceptance_profile(acceptance_profile_path(cfg.acceptance))
     gamma, method = acc.gamma, vllm_method(acc.drafter_kind)
     statics = [f"static-{k}" for k in range(1, gamma + 1)]
@@ -139,8 +144,11 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
     out = Recommendation(cfg, table, results, schedule, wall_s=first.wall_s + second.wall_s)
     for target in cfg.slas:
         values = {p: _value(table, p, target) for p in candidates}
-        best = max(candidates, key=lambda p: values[p])        # first on ties: the simplest
-        best_static = max(statics, key=lambda p: values[p])
+        best_static = max(statics, key=lambda p: values[p])    # first on ties: the shortest K
+        best = best_static          # a more complex setting must pay for itself
+        for p in candidates[len(statics):]:
+            if values[p] > max(values[best], values[best_static] * (1 + cfg.min_gain)):
+                best = p
         base = _value(table, BASELINE, target) if cfg.mtp1_acceptance else 0.0
         out.choices.append({
             "sla_tps_user": target, "policy": best if values[best] > 0 else None,

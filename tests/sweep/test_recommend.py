@@ -62,3 +62,16 @@ def test_recommend_bad_input_exits_2(tmp_path, capsys):
     trace.write_text(TRACE)
     assert main(["recommend", "--trace", str(trace), "--sla", "0", "--out", str(tmp_path / "x")]) == 2
     assert "sla" in capsys.readouterr().err
+
+
+def test_recommend_prefers_a_fixed_k_unless_the_rest_pays(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE)
+    args = ["recommend", "--trace", str(trace), "--sla", "30", "--points", "2", "--load-range", "2,8",
+            "--requests-per-user", "3", "--workers", "1", "--cache", str(tmp_path / "cache")]
+    assert main(args + ["--min-gain", "5", "--out", str(tmp_path / "a")]) == 0
+    doc = json.loads((tmp_path / "a" / "recommend.json").read_text())
+    choice = doc["choices"][0]
+    assert choice["policy"] == choice["best_fixed"] and choice["gain_vs_best_fixed"] == 0
+    assert set(choice["speculative_config"]) == {"method", "num_speculative_tokens"}
+    assert main(args + ["--min-gain", "10", "--out", str(tmp_path / "b")]) == 2
