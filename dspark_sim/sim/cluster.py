@@ -18,9 +18,9 @@ from .costs import IterationCost
 from .fast import MAX_RUN, FastReplica
 from .load import ClosedLoop
 from .loop import LoopReplica
+from .paged_engine import PagedReplica
 from .policies import make_policy
 from .reference import ReferenceReplica
-from .paged_engine import PagedReplica
 from .replica import ReplicaBase
 from .requests import RequestTable
 
@@ -70,7 +70,8 @@ class Cluster:
         self.table = table
         self.tracks_outstanding = router == "least-outstanding" and replicas > 1 and closed_loop is None
         gamma = acceptance.gamma if acceptance is not None else 1
-        def new_policy():
+
+        def new_policy():      # one per replica: a policy may keep per-replica state
             return make_policy(policy_name, gamma, schedule=schedule, hw=hw)
         probe = new_policy()
         sampler = None
