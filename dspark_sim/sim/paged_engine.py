@@ -39,8 +39,6 @@ class PagedReplica(ReferenceReplica):
         hw = self.cost.hw
         self.blocks = BlockManager(hw.kv_capacity_tokens or UNLIMITED, hw.kv_block_size)
         self.kv_capacity = UNLIMITED               # nothing is reserved at admission
-        p = self.policy
-        self.scheduled_drafts = 0 if not p.speculative else (p.drafts if p.drafts is not None else self.gamma)
         self._preempted_now = False
         self.preemptions = 0
 
@@ -58,7 +56,7 @@ class PagedReplica(ReferenceReplica):
         return self.blocks.can_allocate(self._prompt[rid] + self.recompute.get(rid, 0))
 
     def _grow_decoders(self) -> None:
-        t, prompt, d = self.table, self._prompt, self.scheduled_drafts
+        t, prompt, d = self.table, self._prompt, self.policy.scheduled_drafts(self.gamma)
         k = 0
         while k < len(self.decoders):
             rid = self.decoders[k]

@@ -87,6 +87,13 @@ class Policy:
         """After an iteration (stateful policies): its decoding rows, their survivals (R, gamma)
         and the requests scheduled in it (decoding + prefill chunks)."""
 
+    def scheduled_drafts(self, gamma: int) -> int:
+        """Drafts each decoding request is scheduled to verify next iteration, before any
+        trimming: the KV slots a paged engine allocates for them."""
+        if not self.speculative:
+            return 0
+        return self.drafts if self.drafts is not None else gamma
+
     def drafts_per_iteration(self, lengths: np.ndarray) -> np.ndarray:
         """(C,) sequential drafts each decoding request makes in each iteration."""
         if self.drafts is None:

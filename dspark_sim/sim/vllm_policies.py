@@ -45,6 +45,11 @@ class BatchSizeSchedule(Policy):
     def observe(self, rows, surv, scheduled: int) -> None:
         self.last_batch = scheduled
 
+    def scheduled_drafts(self, gamma: int) -> int:
+        if not self.last_batch:
+            return self.schedule.num_speculative_tokens
+        return self.schedule.k_at(self.last_batch)
+
 
 class AdaptiveVerification(Policy):
     """vLLM's DSpark adaptive verification: budget from stale survivals, top-budget admission."""
