@@ -132,3 +132,14 @@ def test_closed_loop_with_paged_kv(policy):
     c = simulate(trace, policy, tight, acc, closed_loop=loop, kv_semantics="blocks")
     assert c.preemptions > 0 and (c.table.generated == c.table.output).all()
     assert (c.table.finish_ns >= 0).all()
+
+
+def test_the_victim_is_the_most_recently_admitted():
+    """Three 16-token prompts in four 16-token blocks, no speculation: when the decoders grow
+    past their first block the last admitted request is preempted first, the first never."""
+    trace = make_trace([0.0, 0.0, 0.0], [16, 16, 16], [40, 40, 40])
+    hw = table_hw([1, 64], [0.01, 0.01], kv_capacity_tokens=64, kv_block_size=16)
+    out = simulate(trace, "ar", hw, None, kv_semantics="blocks")
+    assert out.table.preemptions[0] == 0 and out.table.preemptions[2] >= 1
+    assert out.table.finish_ns[0] < out.table.finish_ns[1] < out.table.finish_ns[2]
+    assert (out.table.generated == 40).all() and out.preemptions == int(out.table.preemptions.sum())
