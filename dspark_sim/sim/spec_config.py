@@ -63,14 +63,23 @@ def _entry_lines(text: str, depth: int) -> list[int]:
     return lines
 
 
+def _is_json(text: str) -> bool:
+    return text.lstrip().startswith(("[", "{"))
+
+
+def schedule_source(text_or_path: str) -> str:
+    """The schedule's JSON text: the argument itself, or the file it names."""
+    return text_or_path if _is_json(text_or_path) else Path(text_or_path).read_text()
+
+
 def parse_schedule(text_or_path: str, gamma: int) -> BatchSchedule:
     """Read a schedule given as JSON text or a JSON file: vLLM's list of ranges, or a whole
     speculative-config object holding `num_speculative_tokens_per_batch_size` (and optionally
     `num_speculative_tokens`). K is capped at the drafter's depth `gamma`. Bad input raises
     InputError naming the file, line and field."""
     path = Path(text_or_path)
-    is_file = not text_or_path.lstrip().startswith(("[", "{")) and path.is_file()
-    if not is_file and not text_or_path.lstrip().startswith(("[", "{")):
+    is_file = not _is_json(text_or_path) and path.is_file()
+    if not is_file and not _is_json(text_or_path):
         raise InputError(f"{text_or_path!r} is neither JSON nor an existing file", field=_FIELD)
     text = path.read_text() if is_file else text_or_path
     where = str(path) if is_file else "--bs-schedule"

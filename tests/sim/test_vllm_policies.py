@@ -176,3 +176,25 @@ def test_replay_cli_with_vllm_semantics(tmp_path, capsys):
                  "--out", str(tmp_path / "o3")]) == 2
     assert main(["replay", str(trace), "--policy", "mtp1", "--engine", "loop", "--kv-semantics",
                  "blocks", "--hw", str(hw), "--out", str(tmp_path / "o4")]) == 2
+
+
+def test_sweep_cli_runs_the_vllm_policies(tmp_path):
+    from dspark_sim.cli import main
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"arrival_s": 0, "prompt_tokens": {30 + i}, "output_tokens": {10 + i}}}\n'
+                             for i in range(40)))
+    sched = tmp_path / "s.json"
+    sched.write_text('[[1, 3, 4], [4, 64, 2]]')
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--trace", str(trace), "--policies", "static-2,vllm-schedule,vllm-adaptive",
+                 "--bs-schedule", str(sched), "--kv-semantics", "blocks", "--points", "2",
+                 "--load-range", "2,6", "--requests-per-user", "3", "--workers", "1",
+                 "--out", str(out)]) == 0
+    import pandas as pd
+    results = pd.read_csv(out / "results.csv")
+    assert set(results["policy"]) == {"static-2", "vllm-schedule", "vllm-adaptive"}
+    assert (results["kv_semantics"] == "blocks").all()
+    sched.write_text('[[1, 3, 4],\n [2, 64, 2]]')
+    assert main(["sweep", "--trace", str(trace), "--policies", "vllm-schedule", "--bs-schedule",
+                 str(sched), "--out", str(tmp_path / "bad")]) == 2
