@@ -59,7 +59,9 @@ class Policy:
     `independent`: a row's verify length does not depend on the other rows (while the token
     cap does not bind); `lag`: iterations between a budget's confidences and its use;
     `stateful`: keeps state across iterations (`observe`), so only the per-iteration engines
-    (reference, paged) run it, one iteration at a time (C = 1)."""
+    (reference, paged) run it, one iteration at a time (C = 1); `reserves_drafts` (stateful
+    policies only): as vLLM, the token budget holds every scheduled draft before prefill
+    chunks are cut, whatever is verified in the end."""
 
     name = "policy"
     speculative = True
@@ -68,6 +70,7 @@ class Policy:
     independent = False
     lag = 0
     stateful = False
+    reserves_drafts = False
     drafts: int | None = 0
 
     def verify(self, cols: Columns, cost: IterationCost) -> np.ndarray:  # pragma: no cover

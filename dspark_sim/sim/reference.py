@@ -23,7 +23,8 @@ class ReferenceReplica(ReplicaBase):
         rows = np.asarray(self.decoders, dtype=np.int64)
         r = len(rows)
         # 1. Verify lengths, with the prefill this iteration could take as the batch's base.
-        prefill_max = min(self.pending_prefill(), max(0, self.budget - r))
+        decode_max = r * (1 + self.policy.scheduled_drafts(self.gamma)) if self.policy.reserves_drafts else r
+        prefill_max = min(self.pending_prefill(), max(0, self.budget - decode_max))
         steps = t.steps[rows][:, None]
         accepted = self.sampler.accepted(rows, steps) if self.sampler is not None and r else \
             np.zeros((r, 1), dtype=np.int64)

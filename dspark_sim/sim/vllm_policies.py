@@ -13,7 +13,10 @@
   (draft_ms[N] + verify_ms[T + n]) (first maximum). The step then admits the `budget` best
   *current* survivals (top-k). The cost tables are vLLM's (cost_tables.py).
 
-Both are `stateful`: they run in the per-iteration engines only (reference, paged).
+Both are `stateful`: they run in the per-iteration engines only (reference, paged). Both
+`reserves_drafts`, as vLLM's scheduler does: decoding requests are given 1 + their scheduled
+drafts of the token budget before prefill chunks take the rest, so drafts that adaptive
+verification trims afterwards do not go to prefill; the policy then sees the prefill exactly.
 `static-K` is vLLM's fixed `num_speculative_tokens = K` (policies.py).
 """
 from __future__ import annotations
@@ -31,6 +34,7 @@ class BatchSizeSchedule(Policy):
 
     name = "vllm-schedule"
     stateful = True
+    reserves_drafts = True
     drafts = None              # drafts proposed = the scheduled K (the iteration's largest length)
 
     def __init__(self, schedule: BatchSchedule) -> None:
@@ -56,6 +60,7 @@ class AdaptiveVerification(Policy):
 
     name = "vllm-adaptive"
     stateful = True
+    reserves_drafts = True
     needs_confidence = True
 
     def __init__(self, gamma: int, max_requests: int, max_batch_tokens: int) -> None:

@@ -198,3 +198,15 @@ def test_sweep_cli_runs_the_vllm_policies(tmp_path):
     sched.write_text('[[1, 3, 4],\n [2, 64, 2]]')
     assert main(["sweep", "--trace", str(trace), "--policies", "vllm-schedule", "--bs-schedule",
                  str(sched), "--out", str(tmp_path / "bad")]) == 2
+
+
+def test_vllm_policies_budget_every_scheduled_draft_before_prefill():
+    """Adaptive verification with drafts that never survive verifies none after the first step,
+    but, as in vLLM, the prefill chunk is still cut after 1 + gamma tokens per decoding request:
+    a 465-token prompt takes ceil(465 / (64 - 6)) = 9 iterations, not ceil(465 / 63) = 8."""
+    trace = make_trace([0.0, 0.05], [4, 465], [200, 1])
+    hw = table_hw([1, 64], [0.01, 0.01], max_batch_tokens=64)
+    acc = parametric({"chat": [0.0] * 5})
+    out = simulate(trace, "vllm-adaptive", hw, acc)
+    assert out.table.first_token_ns[1] - out.table.arrival_ns[1] == 9 * 10_000_000
+    assert out.table.verified[0] == 5         # only the first decode step (stale confidences 1.0)
