@@ -17,6 +17,9 @@ admission, each request holds KV blocks (block_manager.py) for what it has neede
 - admission stays FCFS under max_batch_requests, and admits the queue head only when its whole
   input (prompt, plus generated tokens after a preemption) fits the free blocks (vLLM's
   default `scheduler_reserve_full_isl`); nothing is admitted at a boundary that preempted.
+  The requests admitted at one boundary are each checked against the same free blocks (vLLM
+  allocates each one's first chunk before checking the next); one whose first chunk then does
+  not fit just waits, as in vLLM.
 
 While the pool never runs short these steps change nothing: the results are byte for byte
 those of the reserving engines (tests/sim/test_paged_kv.py). Disaggregated prefill is not
