@@ -21,6 +21,7 @@ TABLE_ROWS = [
     ("mean verify len", "mean_verify_len", "{:.2f}"),
     ("mean tau", "mean_tau", "{:.2f}"),
     ("iterations", "iterations", "{:,}"),
+    ("preemptions", "preemptions", "{:,}"),
     ("duration (s)", "duration_s", "{:,.1f}"),
     ("sim wall (s)", "sim_wall_s", "{:.2f}"),
 ]
@@ -60,7 +61,8 @@ def register(app: typer.Typer) -> None:
     def replay_cmd(
         trace: Path = typer.Argument(..., metavar="TRACE", help="Trace JSONL (formats.md)."),
         policy: str = typer.Option("dspark", "--policy", help="Policy or comma-separated policies "
-                                   "to compare: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle."),
+                                   "to compare: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle, "
+                                   "vllm-schedule, vllm-adaptive."),
         hw: str = typer.Option(DEFAULT_HW, "--hw", help="Hardware profile: a shipped "
                                "name (see `dspark-sim profiles list`) or a YAML path."),
         acceptance: Optional[str] = typer.Option(None, "--acceptance", help="Acceptance profile "
@@ -78,6 +80,18 @@ def register(app: typer.Typer) -> None:
                                    "loop, or vectorised blocks for policies with measured "
                                    "per-step confidences), loop, block, or reference (one SimPy "
                                    "step per iteration). All give identical results."),
+        kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve: each request "
+                                         "reserves prompt + output KV tokens at admission, no "
+                                         "preemption; blocks: vLLM's paged KV, blocks of the "
+                                         "profile's kv_block_size (default 16) allocated on "
+                                         "demand, preemption by recompute when they run out "
+                                         "(per-iteration engine)."),
+        bs_schedule: Optional[str] = typer.Option(None, "--bs-schedule", help="Batch-size schedule "
+                                                  "of the vllm-schedule policy, as vLLM's JSON: "
+                                                  "[[range_start, range_end, K], ...] or a "
+                                                  "speculative-config object with "
+                                                  "num_speculative_tokens_per_batch_size; text "
+                                                  "or a file path."),
     ) -> None:
         """Simulate serving TRACE and compare policies: throughput per GPU, tok/s/user, TTFT."""
         from rich.console import Console
@@ -90,7 +104,8 @@ def register(app: typer.Typer) -> None:
         with console.status("simulating...") as status:
             results = replay_files(trace, policies, hw, chosen, replicas=replicas, router=router,
                                    seed=seed, engine=engine,
-                                   progress=lambda p: status.update(f"simulated {p}"))
+                                   progress=lambda p: status.update(f"simulated {p}"),
+                                   kv_semantics=kv_semantics, bs_schedule=bs_schedule)
         written = write_results(results, out)
         Console(width=max(100, 28 + 16 * len(results))).print(summary_table([r.summary for r in results]))
         typer.echo("wrote " + ", ".join(str(w) for w in written))

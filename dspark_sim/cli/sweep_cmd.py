@@ -11,9 +11,21 @@ from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTAN
 
 _ACC_HELP = ("Acceptance profile for every speculative policy (name or path), or POLICY=ACC,... "
              f"per policy. Default: {DEFAULT_MTP1_ACCEPTANCE} for mtp1, {DEFAULT_ACCEPTANCE} for the others.")
-_POLICY_HELP = "Comma-separated policies: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle."
+_POLICY_HELP = ("Comma-separated policies: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle, "
+                "vllm-schedule (with --bs-schedule), vllm-adaptive.")
 _PREFILL_HELP = ("local: replicas prefill the prompts too (chunked prefill); disaggregated: "
                  "prompts are prefilled elsewhere and the replicas only decode (TTFT = queueing).")
+
+
+def schedule_text(text_or_path: str | None) -> str | None:
+    """The --bs-schedule JSON text (read from the file when a path), checked first so that a
+    malformed file is reported with its name and line."""
+    from ..sim.spec_config import parse_schedule, schedule_source
+
+    if text_or_path is None:
+        return None
+    parse_schedule(text_or_path, 1 << 10)
+    return schedule_source(text_or_path)
 
 
 def _print_table(markdown: str, title: str) -> None:
@@ -61,6 +73,12 @@ def register(app: typer.Typer) -> None:
                                                "N requests."),
         prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
         baseline: str = typer.Option("mtp1", "--baseline", help="Policy the gains are relative to."),
+        kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve (prompt + "
+                                         "output KV at admission) or blocks (vLLM's paged KV with "
+                                         "preemption by recompute; per-iteration engine)."),
+        bs_schedule: Optional[str] = typer.Option(None, "--bs-schedule", help="vllm-schedule's "
+                                                  "batch-size schedule: vLLM's JSON (text or "
+                                                  "file), as for replay."),
         workers: int = typer.Option(2, "--workers", help="Parallel worker processes (or Ray CPUs)."),
         executor: str = typer.Option("local", "--executor", help="local (processes) or ray "
                                      "(pip install 'dspark-sim[ray]')."),
@@ -92,7 +110,8 @@ def register(app: typer.Typer) -> None:
                           replicas=replicas, router=router, requests_per_user=requests_per_user,
                           warmup=warmup, think_s=think, max_requests=requests, prefill=prefill,
                           slas=parse_numbers(sla, "sla"), percentile=sla_percentile,
-                          baseline=baseline)
+                          baseline=baseline, kv_semantics=kv_semantics,
+                          schedule=schedule_text(bs_schedule))
         run_kw = dict(cache_dir=cache or out / "cache", workers=workers, executor=executor,
                       show_progress=True, ray_address=ray_address)
         if acceptance_scale is not None:

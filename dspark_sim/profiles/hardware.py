@@ -14,7 +14,9 @@ from .validate import FieldChecker
 HW_SCHEMA = "dspark-sim/hw/v1"
 HW_SOURCES = ("measured", "roofline", "constant", "fitted", "estimate")
 _KNOWN_KEYS = {"schema", "name", "source", "device", "model", "gpus_per_replica", "step_time",
-               "draft_time", "kv_capacity_tokens", "max_batch_tokens", "max_batch_requests"}
+               "draft_time", "kv_capacity_tokens", "max_batch_tokens", "max_batch_requests",
+               "capture_sizes", "kv_block_size"}
+DEFAULT_KV_BLOCK_SIZE = 16     # vLLM's default block size (tokens per KV block)
 
 
 @dataclass
@@ -34,11 +36,25 @@ class HardwareProfile:
     kv_capacity_tokens: int | None = None
     max_batch_tokens: int | None = None
     max_batch_requests: int | None = None
+    capture_sizes: tuple[int, ...] = ()      # CUDA-graph capture sizes (batch tokens), ascending
+    kv_block_size: int = DEFAULT_KV_BLOCK_SIZE
     extra: dict[str, Any] = field(default_factory=dict)   # unknown keys, kept on save
 
+    def padded_tokens(self, batch_tokens):
+        """Batch tokens a graph-captured engine runs: the smallest capture size >= B at or below
+        the largest capture size, B itself above it (or without capture sizes)."""
+        b = np.asarray(batch_tokens)
+        if not self.capture_sizes:
+            return b
+        sizes = np.asarray(self.capture_sizes)
+        idx = np.minimum(np.searchsorted(sizes, b, side="left"), len(sizes) - 1)
+        return np.where((b > 0) & (b <= sizes[-1]), sizes[idx], b)
+
     def step_time(self, batch_tokens, context_tokens=0.0):
-        """Seconds of one target forward over `batch_tokens` tokens attending `context_tokens` KV."""
-        base = self.step_constant_s if self.step_curve is None else self.step_curve(batch_tokens)
+        """Seconds of one target forward over `batch_tokens` tokens attending `context_tokens` KV
+        (a step function of the padded size below the largest capture size, smooth above)."""
+        base = self.step_constant_s if self.step_curve is None else \
+            self.step_curve(self.padded_tokens(batch_tokens))
         if self.step_curve is None and np.ndim(batch_tokens):
             base = np.full(np.shape(batch_tokens), base)
         return base + self.per_context_token_s * np.asarray(context_tokens, dtype=float) \
@@ -89,6 +105,10 @@ class HardwareProfile:
         for key in ("kv_capacity_tokens", "max_batch_tokens", "max_batch_requests"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.capture_sizes:
+            out["capture_sizes"] = list(self.capture_sizes)
+        if self.kv_block_size != DEFAULT_KV_BLOCK_SIZE:
+            out["kv_block_size"] = self.kv_block_size
         out.update(self.extra)
         return out
 
@@ -134,6 +154,15 @@ class HardwareProfile:
         for key in ("kv_capacity_tokens", "max_batch_tokens", "max_batch_requests"):
             if data.get(key) is not None:
                 optional[key] = check.integer(data[key], key, 1)
+        if data.get("capture_sizes") is not None:
+            sizes = data["capture_sizes"]
+            if not isinstance(sizes, list) or not sizes:
+                raise check.fail("capture_sizes", "expected a non-empty list of batch-token counts")
+            sizes = [check.integer(v, f"capture_sizes[{i}]", 1) for i, v in enumerate(sizes)]
+            check.increasing(sizes, "capture_sizes")
+            optional["capture_sizes"] = tuple(sizes)
+        if data.get("kv_block_size") is not None:
+            optional["kv_block_size"] = check.integer(data["kv_block_size"], "kv_block_size", 1)
         gpus = check.integer(data.get("gpus_per_replica", 1), "gpus_per_replica", 1)
         for key in ("device", "model"):
             if key in data and not isinstance(data[key], str):

@@ -18,6 +18,7 @@ from .costs import IterationCost
 from .fast import MAX_RUN, FastReplica
 from .load import ClosedLoop
 from .loop import LoopReplica
+from .paged_engine import PagedReplica
 from .policies import make_policy
 from .reference import ReferenceReplica
 from .replica import ReplicaBase
@@ -28,6 +29,7 @@ ROUTER_ALIASES = {"rr": "round-robin", "round-robin": "round-robin",
                   "lo": "least-outstanding", "least-outstanding": "least-outstanding"}
 ENGINES = ("fast", "block", "loop", "reference")
 PREFILL_MODES = ("local", "disaggregated")
+KV_SEMANTICS = ("reserve", "blocks")
 
 
 class Router:
@@ -60,7 +62,7 @@ class Cluster:
                  policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
                  engine: str = "fast", closed_loop: ClosedLoop | None = None,
                  prefill: str = "local", env: simpy.Environment | None = None,
-                 replica_cls=None) -> None:
+                 replica_cls=None, kv_semantics: str = "reserve", schedule=None) -> None:
         """`env` and `replica_cls` let the real serving engine (dspark_sim/serve) run the same
         arrivals, router and replica bookkeeping on a wall-clock environment."""
         self.env = env if env is not None else simpy.Environment()
@@ -68,7 +70,10 @@ class Cluster:
         self.table = table
         self.tracks_outstanding = router == "least-outstanding" and replicas > 1 and closed_loop is None
         gamma = acceptance.gamma if acceptance is not None else 1
-        probe = make_policy(policy_name, gamma)
+
+        def new_policy():      # one per replica: a policy may keep per-replica state
+            return make_policy(policy_name, gamma, schedule=schedule, hw=hw)
+        probe = new_policy()
         sampler = None
         if probe.speculative:
             sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
@@ -81,23 +86,22 @@ class Cluster:
         planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
             (sampler is None or sampler.static_confidence or not probe.needs_confidence)
         loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
-        if engine == "loop" and not loopable and replica_cls is None:
+        if engine == "loop" and not loopable and replica_cls is None and not probe.stateful:
             raise InputError(f"engine 'loop' needs a policy decided per batch composition; "
                              f"{policy_name} with this profile is not", field="engine")
-        if sampler is not None and sampler.caps_drafts and replica_cls is None:
-            # steps that drafted fewer than gamma (formats.md `drafted`): the reference engine
-            if engine in ("block", "loop"):
-                raise InputError(f"the acceptance profile caps some steps' drafts (`drafted`); "
-                                 f"engine {engine!r} does not model that, use 'reference' or "
-                                 f"'fast'", field="engine")
-            engine = "reference"
-        cls = replica_cls or {"block": FastReplica, "loop": LoopReplica,
-                              "reference": ReferenceReplica}.get(engine)
+        if sampler is not None and sampler.caps_drafts and replica_cls is None \
+                and engine in ("block", "loop"):
+            # steps that drafted fewer than gamma (formats.md `drafted`) need a per-iteration engine
+            raise InputError(f"the acceptance profile caps some steps' drafts (`drafted`); engine "
+                             f"{engine!r} does not model that, use 'reference' or 'fast'", field="engine")
+        cls = replica_cls or per_iteration_engine(engine, kv_semantics, probe.stateful, policy_name,
+                                                  self.prefill_elsewhere) or \
+            (ReferenceReplica if sampler is not None and sampler.caps_drafts else None) or \
+            {"block": FastReplica, "loop": LoopReplica, "reference": ReferenceReplica}.get(engine)
         if cls is None:     # "fast": per-iteration python loop where it applies, else blocks
             cls = LoopReplica if loopable else FastReplica
         self.replicas: list[ReplicaBase] = [
-            cls(i, self.env, self, table, hw, cost, make_policy(policy_name, gamma), sampler)
-            for i in range(replicas)]
+            cls(i, self.env, self, table, hw, cost, new_policy(), sampler) for i in range(replicas)]
         self.router = Router(router, self.replicas)
         if closed_loop is None:
             self.source: OpenArrivals | ClosedArrivals = OpenArrivals(self.env, table, self.router)
@@ -127,9 +131,37 @@ class Cluster:
             raise RuntimeError("simulation ended with unfinished requests")
 
 
-def check_kv_fits(table: RequestTable, hw: HardwareProfile) -> None:
-    """Bad input when some request could never be admitted (prompt + output > KV capacity)."""
+def per_iteration_engine(engine: str, kv_semantics: str, stateful: bool, policy_name: str,
+                         disaggregated: bool):
+    """The engine class paged KV or a stateful policy requires (None: no requirement). They run
+    only one iteration at a time: `fast` picks that engine, `loop` and `block` are refused."""
+    if kv_semantics == "reserve" and not stateful:
+        return None
+    why = "--kv-semantics blocks" if kv_semantics == "blocks" else f"policy {policy_name}"
+    if engine in ("loop", "block"):
+        raise InputError(f"{why} runs on the per-iteration engine only; use --engine fast or "
+                         f"reference", field="engine")
+    if kv_semantics == "reserve":
+        return ReferenceReplica
+    if disaggregated:
+        raise InputError("--kv-semantics blocks does not model disaggregated prefill", field="prefill")
+    return PagedReplica
+
+
+def check_kv_fits(table: RequestTable, hw: HardwareProfile, kv_semantics: str = "reserve",
+                  drafts: int = 0) -> None:
+    """Bad input when some request could never be admitted (prompt + output > KV capacity) or,
+    with paged KV, could never finish (its last step's blocks, drafts included, exceed the pool)."""
     kv = hw.kv_capacity_tokens
+    if kv is not None and kv_semantics == "blocks" and len(table.kv_need):
+        blocks = -(-(table.kv_need - 1 + drafts) // hw.kv_block_size)
+        i = int(blocks.argmax())
+        if int(blocks[i]) > kv // hw.kv_block_size:
+            raise InputError(f"request {table.ids[i]!r} needs {int(blocks[i])} KV blocks of "
+                             f"{hw.kv_block_size} tokens (prompt + output - 1 + {drafts} drafts) but "
+                             f"the hardware profile holds {kv // hw.kv_block_size}",
+                             field="kv_capacity_tokens")
+        return
     if kv is not None and len(table.kv_need) and int(table.kv_need.max()) > kv:
         i = int(table.kv_need.argmax())
         raise InputError(f"request {table.ids[i]!r} needs {int(table.kv_need[i])} KV tokens "
@@ -145,16 +177,19 @@ class SimOutcome:
     iterations: int
     wall_s: float
     cpu_s: float = 0.0       # CPU time of this process (robust on a shared machine)
+    preemptions: int = 0     # paged KV: requests preempted (recomputed later)
 
 
 def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
              replicas: int = 1, router: str = "round-robin", seed: int = 0,
              engine: str = "fast", closed_loop: ClosedLoop | None = None,
-             prefill: str = "local") -> SimOutcome:
+             prefill: str = "local", kv_semantics: str = "reserve", schedule=None) -> SimOutcome:
     """Serve `trace` with `replicas` replicas of `hw` under `policy`; every request finishes.
     With `closed_loop`, the trace gives only the requests' lengths and tasks (load.py). With
     prefill 'disaggregated', prompts are prefilled elsewhere: a request arrives with its KV
-    cache and first token and only decodes here."""
+    cache and first token and only decodes here. `kv_semantics` 'blocks' is vLLM's paged KV
+    with preemption by recompute (paged_engine.py); `schedule` is vllm-schedule's batch-size
+    schedule (spec_config.BatchSchedule)."""
     if router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {router!r}; choose rr or least-outstanding", field="router")
     if replicas < 1:
@@ -164,11 +199,16 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
                          field="prefill")
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose {', '.join(ENGINES)}", field="engine")
+    if kv_semantics not in KV_SEMANTICS:
+        raise InputError(f"unknown KV semantics {kv_semantics!r}; choose {' or '.join(KV_SEMANTICS)}",
+                         field="kv-semantics")
     t0, c0 = time.perf_counter(), time.process_time()
     table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
-    check_kv_fits(table, hw)
+    gamma = acceptance.gamma if acceptance is not None else 0
+    check_kv_fits(table, hw, kv_semantics, gamma)
     cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
-                      closed_loop, prefill)
+                      closed_loop, prefill, kv_semantics=kv_semantics, schedule=schedule)
     cluster.run()
     return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
-                      time.process_time() - c0)
+                      time.process_time() - c0,
+                      sum(getattr(r, "preemptions", 0) for r in cluster.replicas))

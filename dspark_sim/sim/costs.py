@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..profiles.hardware import HardwareProfile
+from .cost_tables import build_cost_tables, profile_sizes
 
 NS = 1_000_000_000
 UNLIMITED = 1 << 40    # stands for "no limit" in token budgets and KV capacity
@@ -53,7 +54,7 @@ class IterationCost:
     def _step_base(self, b: np.ndarray) -> np.ndarray:
         if self.hw.step_curve is None:
             return np.full(len(b), float(self.hw.step_constant_s))
-        return np.asarray(self.hw.step_curve(b), dtype=float)
+        return np.asarray(self.hw.step_curve(self.hw.padded_tokens(b)), dtype=float)
 
     def _grow_step(self, n: int) -> None:
         size = max(n, 2 * len(self._step))
@@ -159,6 +160,30 @@ class IterationCost:
         if self.per_context:
             ns = ns + self._context_ns * context
         return np.rint(ns)
+
+    def vllm_tables(self, max_requests: int, max_batch_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """The adaptive-verification policy's cost model: (draft ms by requests, verify ms by
+        batch tokens), built as vLLM builds them (cost_tables.py) from this profile's costs at
+        the sizes vLLM would profile. Without capture sizes (an engine without graphs) the
+        tables are the simulated costs themselves. Attention over the KV is left out (vLLM
+        profiles at one fixed context length)."""
+        key = (max_requests, max_batch_tokens)
+        if getattr(self, "_vllm_key", None) != key:
+            self._fit(max_requests, max_batch_tokens)
+            d = self.scheduler_drafts
+            draft = self._draft * d if self.per_draft else self._draft * (d > 0)
+            sizes = self.hw.capture_sizes
+            if not sizes:
+                tables = (1e3 * draft[:max_requests + 1], 1e3 * self._step[:max_batch_tokens + 1])
+            else:
+                verify_sizes = profile_sizes(sizes, max_batch_tokens)
+                self._fit(0, max(verify_sizes))
+                request_sizes = sorted({min(s, max_requests) for s in sizes})
+                tables = build_cost_tables([(r, 1e3 * draft[r]) for r in request_sizes],
+                                           [(b, 1e3 * self._step[b]) for b in verify_sizes],
+                                           max_requests, max_batch_tokens, sizes[-1])
+            self._vllm_key, self._vllm = key, tables
+        return self._vllm
 
     def _fit(self, requests: int, batch_tokens: int) -> None:
         if batch_tokens >= len(self._step):

@@ -18,7 +18,10 @@ POLICY_HELP = ("ar (no speculation), mtp1 (verify 1 draft), static-K (verify K d
                "dspark (Algorithm 1 with early stop, every iteration), dspark-lagged (budget from "
                "the confidences of two iterations earlier, top-K admission), goodput (one k per "
                "iteration maximising expected tokens/s, SmartSpec-style), oracle (verify exactly "
-               "the drafts that will be accepted; an upper bound)")
+               "the drafts that will be accepted; an upper bound), vllm-schedule (vLLM's "
+               "num_speculative_tokens_per_batch_size, given with --bs-schedule), vllm-adaptive "
+               "(vLLM's DSpark adaptive verification: budget from the previous step's "
+               "confidences, top-budget admission)")
 
 
 @dataclass
@@ -32,6 +35,9 @@ class Columns:
     mean_surv: np.ndarray              # (R, gamma) survivals from each row's mean acceptance
     accepted: np.ndarray | None = None  # (C, R) accepted runs (oracle only)
     budget: np.ndarray | None = None    # (C,) lagged budgets (dspark-lagged only)
+    rows: np.ndarray | None = None      # (R,) request ids (stateful policies only)
+    others: np.ndarray | None = None    # (C,) requests with a prefill chunk in the iteration
+    others_sampling: np.ndarray | None = None   # (C,) of those, the ones that finish their prefill
 
 
 def scheduler_sps(cols: "Columns", cost: IterationCost):
@@ -51,7 +57,11 @@ class Policy:
     """Base: `name`; `drafts` sequential drafts per decoding request per iteration (None: the
     iteration's largest verify length); `needs_confidence`: uses per-step survivals;
     `independent`: a row's verify length does not depend on the other rows (while the token
-    cap does not bind); `lag`: iterations between a budget's confidences and its use."""
+    cap does not bind); `lag`: iterations between a budget's confidences and its use;
+    `stateful`: keeps state across iterations (`observe`), so only the per-iteration engines
+    (reference, paged) run it, one iteration at a time (C = 1); `reserves_drafts` (stateful
+    policies only): as vLLM, the token budget holds every scheduled draft before prefill
+    chunks are cut, whatever is verified in the end."""
 
     name = "policy"
     speculative = True
@@ -59,6 +69,8 @@ class Policy:
     needs_accepted = False
     independent = False
     lag = 0
+    stateful = False
+    reserves_drafts = False
     drafts: int | None = 0
 
     def verify(self, cols: Columns, cost: IterationCost) -> np.ndarray:  # pragma: no cover
@@ -73,6 +85,17 @@ class Policy:
     def raw_budget(self, cols: Columns, cost: IterationCost) -> np.ndarray:
         """Per-iteration draft budget computed now and used `lag` iterations later."""
         return np.zeros(len(cols.base), dtype=np.int64)
+
+    def observe(self, rows: np.ndarray, surv: np.ndarray, scheduled: int) -> None:
+        """After an iteration (stateful policies): its decoding rows, their survivals (R, gamma)
+        and the requests scheduled in it (decoding + prefill chunks)."""
+
+    def scheduled_drafts(self, gamma: int) -> int:
+        """Drafts each decoding request is scheduled to verify next iteration, before any
+        trimming: the KV slots a paged engine allocates for them."""
+        if not self.speculative:
+            return 0
+        return self.drafts if self.drafts is not None else gamma
 
     def drafts_per_iteration(self, lengths: np.ndarray) -> np.ndarray:
         """(C,) sequential drafts each decoding request makes in each iteration."""
@@ -304,12 +327,14 @@ class _GoodputPlan(Plan):
 
 
 _STATIC = re.compile(r"^static-(\d+)$")
-POLICY_NAMES = ("ar", "mtp1", "static-K", "dspark", "dspark-lagged", "goodput", "oracle")
+_NAMED = ("ar", "mtp1", "dspark", "dspark-lagged", "goodput", "oracle", "vllm-schedule", "vllm-adaptive")
+POLICY_NAMES = ("ar", "mtp1", "static-K", "dspark", "dspark-lagged", "goodput", "oracle",
+                "vllm-schedule", "vllm-adaptive")
 
 
 def check_policy_name(name: str) -> str:
     """Validate a policy name; raises InputError (field 'policy') when unknown."""
-    if name in ("ar", "mtp1", "dspark", "dspark-lagged", "goodput", "oracle"):
+    if name in _NAMED:
         return name
     m = _STATIC.match(name)
     if m and int(m.group(1)) >= 1:
@@ -318,9 +343,20 @@ def check_policy_name(name: str) -> str:
                      f"(K >= 1)", field="policy")
 
 
-def make_policy(name: str, gamma: int) -> Policy:
-    """A fresh policy instance (policies may keep per-replica state) for drafter depth `gamma`."""
+def make_policy(name: str, gamma: int, schedule=None, hw=None) -> Policy:
+    """A fresh policy instance (policies may keep per-replica state) for drafter depth `gamma`.
+    `schedule` (a spec_config.BatchSchedule) is vllm-schedule's; `hw` gives vllm-adaptive the
+    engine limits its cost tables cover."""
     check_policy_name(name)
+    if name.startswith("vllm-"):
+        from .vllm_policies import AdaptiveVerification, BatchSizeSchedule
+        if name == "vllm-adaptive":
+            return AdaptiveVerification(gamma, getattr(hw, "max_batch_requests", None) or 256,
+                                        getattr(hw, "max_batch_tokens", None) or 8192)
+        if schedule is None:
+            raise InputError("vllm-schedule needs a batch-size schedule (--bs-schedule)",
+                             field="bs-schedule")
+        return BatchSizeSchedule(schedule)
     if name == "ar":
         return NoSpeculation()
     if name == "mtp1":

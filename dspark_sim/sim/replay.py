@@ -19,6 +19,7 @@ from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 from .load import ClosedLoop
 from .metrics import requests_csv, requests_frame, summarise
 from .policies import check_policy_name, make_policy
+from .spec_config import BatchSchedule, parse_schedule
 
 
 def default_acceptance(policy: str) -> str | None:
@@ -45,17 +46,19 @@ def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptanc
            *, replicas: int = 1, router: str = "round-robin", seed: int = 0, engine: str = "fast",
            trace_name: str | None = None, hw_name: str | None = None,
            acceptance_name: str | None = None, closed_loop: ClosedLoop | None = None,
-           prefill: str = "local") -> ReplayResult:
+           prefill: str = "local", kv_semantics: str = "reserve", schedule=None) -> ReplayResult:
     """Simulate `trace` on `replicas` replicas of `hw` under `policy`; return the results.
     With `closed_loop`, users send the trace's requests back to back (sim/load.py); with
-    prefill 'disaggregated', the replicas only decode (prompts are prefilled elsewhere)."""
+    prefill 'disaggregated', the replicas only decode (prompts are prefilled elsewhere);
+    `kv_semantics` 'blocks' is vLLM's paged KV with preemption; `schedule` vllm-schedule's."""
     check_policy_name(policy)
-    probe = make_policy(policy, acceptance.gamma if acceptance is not None else 1)
+    probe = make_policy(policy, acceptance.gamma if acceptance is not None else 1, schedule=schedule)
     if probe.speculative and acceptance is None:
         raise InputError(f"policy {policy} needs an acceptance profile", field="acceptance")
     outcome = simulate(trace, policy, hw, acceptance if probe.speculative else None,
                        replicas=replicas, router=router, seed=seed, engine=engine,
-                       closed_loop=closed_loop, prefill=prefill)
+                       closed_loop=closed_loop, prefill=prefill, kv_semantics=kv_semantics,
+                       schedule=schedule)
     frame = requests_frame(outcome.table)
     summary = summarise(frame, policy=policy, trace=trace_name or trace.name,
                         hw=hw_name or hw.name,
@@ -65,7 +68,8 @@ def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptanc
     summary.update({"replicas": replicas, "router": ROUTER_ALIASES.get(router, router),
                     "gpus": hw.gpus_per_replica * replicas,
                     "closed_loop": asdict(closed_loop) if closed_loop is not None else None,
-                    "prefill": prefill})
+                    "prefill": prefill, "kv_semantics": kv_semantics,
+                    "preemptions": outcome.preemptions})
     return ReplayResult(policy, frame, summary)
 
 
@@ -103,7 +107,8 @@ def parse_policies(text: str) -> list[str]:
 def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = DEFAULT_HW,
                  acceptance: dict[str, str | None] | None = None, *, replicas: int = 1,
                  router: str = "round-robin", seed: int = 0, engine: str = "fast",
-                 progress=None) -> list[ReplayResult]:
+                 progress=None, kv_semantics: str = "reserve",
+                 bs_schedule: str | None = None) -> list[ReplayResult]:
     """Load and validate every input first (nothing is simulated on bad input), then replay
     the trace under each policy."""
     trace = load_trace(trace_path)
@@ -111,20 +116,24 @@ def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = D
     hw_prof = load_hw_profile(hw_path)
     acceptance = acceptance or {p: default_acceptance(p) for p in policies}
     loaded: dict[str, tuple[AcceptanceProfile | None, str | None]] = {}
+    schedules: dict[str, BatchSchedule | None] = {}
     for pol in policies:
         spec = acceptance.get(pol, default_acceptance(pol))
         if spec is None:
             loaded[pol] = (None, None)
             continue
         prof = load_acceptance_profile(acceptance_profile_path(spec))
-        make_policy(pol, prof.gamma)           # static-K needs K <= gamma
+        schedules[pol] = parse_schedule(bs_schedule, prof.gamma) \
+            if pol == "vllm-schedule" and bs_schedule is not None else None
+        make_policy(pol, prof.gamma, schedule=schedules[pol])   # static-K needs K <= gamma
         loaded[pol] = (prof, str(spec))
     results = []
     for pol in policies:
         prof, acc_name = loaded[pol]
         results.append(replay(trace, pol, hw_prof, prof, replicas=replicas, router=router, seed=seed,
                               engine=engine, trace_name=str(trace_path), hw_name=str(hw),
-                              acceptance_name=acc_name))
+                              acceptance_name=acc_name, kv_semantics=kv_semantics,
+                              schedule=schedules.get(pol)))
         if progress is not None:
             progress(pol)
     return results

@@ -2,12 +2,15 @@
 
 The replica process alternates between waiting for work and `advance()`, which plans and
 commits one or more iterations and returns when the last of them ends; the process sleeps
-until then. Two engines implement `advance()`: the vectorised one (fast.py, many iterations
-per call) and the per-iteration reference (reference.py). They share everything here.
+until then. The engines implement `advance()`: the vectorised one (fast.py), the python loop
+(loop.py), the per-iteration reference (reference.py) and its paged-KV variant
+(paged_engine.py, which overrides `admit`, `kv_admit` and `release`). They share everything here.
 
 Semantics (docs/simulator.md):
 - admission at an iteration boundary, FCFS, while fewer than max_batch_requests are running
-  and the KV cache can reserve prompt + output tokens; no preemption;
+  and the KV cache can reserve prompt + output tokens (`kv_admit`); no preemption (the paged
+  engine: blocks on demand, preemption by recompute, a recomputed request prefilling its
+  prompt and generated tokens again, `recompute`);
 - token budget max_batch_tokens per iteration: decode tokens first (1 + verified drafts per
   decoding request), the rest to prefill chunks, FCFS;
 - a request whose prefill completes emits its first token at the end of that iteration and
@@ -62,6 +65,8 @@ class ReplicaBase:
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
         self._prefilled: dict[int, int] = {}      # prompt tokens in the KV cache, while prefilling
+        self._target: dict[int, int] = {}         # tokens each prefilling request must prefill
+        self.recompute: dict[int, int] = {}       # preempted requests: output tokens to prefill again
         self._pending = 0                         # prompt tokens the prefilling requests still need
         self.decoders: list[int] = []
         self.kv_used = 0
@@ -119,22 +124,22 @@ class ReplicaBase:
 
     def _admit_pass(self, t_ns: int | None) -> bool:
         """One pass of admission; True when requests with prefill elsewhere were admitted."""
-        need = self._need
         elsewhere: list[int] = []
         while self.waiting:
             rid = self.waiting[0]
             if len(self.prefilling) + len(self.decoders) + len(elsewhere) >= self.max_requests:
                 break
-            if self.kv_used + need[rid] > self.kv_capacity:
+            if not self.kv_admit(rid):
                 break
             self.waiting.popleft()
-            self.kv_used += need[rid]
             if self.prefill_elsewhere:
                 elsewhere.append(rid)
                 continue
+            target = self._prompt[rid] + self.recompute.pop(rid, 0)
             self.prefilling.append(rid)
             self._prefilled[rid] = 0
-            self._pending += self._prompt[rid]
+            self._target[rid] = target
+            self._pending += target
         if elsewhere:
             t = int(self.env.now) if t_ns is None else t_ns
             for rid in elsewhere:
@@ -143,6 +148,14 @@ class ReplicaBase:
             if joiners:
                 self.join_decoding(joiners)
         return bool(elsewhere)
+
+    def kv_admit(self, rid: int) -> bool:
+        """Reserve the KV request `rid` needs for its whole life (prompt + output) if it fits."""
+        need = self._need[rid]
+        if self.kv_used + need > self.kv_capacity:
+            return False
+        self.kv_used += need
+        return True
 
     def join_decoding(self, rids: list[int]) -> None:  # pragma: no cover
         """Requests (first token emitted) that decode from the next iteration on."""
@@ -162,13 +175,13 @@ class ReplicaBase:
 
     def allocate_prefill(self, tokens: int) -> tuple[list[tuple[int, int]], int]:
         """FCFS prefill chunks within `tokens`; also the KV context they attend (already prefilled)."""
-        prompt, prefilled = self._prompt, self._prefilled
+        target, prefilled = self._target, self._prefilled
         chunks, context = [], 0
         for rid in self.prefilling:
             if tokens <= 0:
                 break
             done = prefilled[rid]
-            take = min(prompt[rid] - done, tokens)
+            take = min(target[rid] - done, tokens)
             chunks.append((rid, take))
             context += done
             tokens -= take
@@ -230,16 +243,16 @@ class ReplicaBase:
     def apply_prefill(self, chunks: list[tuple[int, int]]) -> list[int]:
         """Add the chunks to the KV cache; return the requests whose prefill they complete
         (no longer prefilling; `stamp_prefill` records their first token)."""
-        prompt, prefilled = self._prompt, self._prefilled
+        prompt, prefilled, target = self._prompt, self._prefilled, self._target
         completed = []
         for rid, take in chunks:
             prefilled[rid] += take
             self._pending -= take
-            if prefilled[rid] == prompt[rid]:
+            if prefilled[rid] == target[rid]:
                 completed.append(rid)
         for rid in completed:
             self.prefilling.remove(rid)
-            del prefilled[rid]
+            del prefilled[rid], target[rid]
             self.table.prefilled[rid] = prompt[rid]
         return completed
 

@@ -31,6 +31,7 @@ class RequestTable:
         self.drafted = np.zeros(n, dtype=np.int64)
         self.verified = np.zeros(n, dtype=np.int64)
         self.accepted = np.zeros(n, dtype=np.int64)
+        self.preemptions = np.zeros(n, dtype=np.int64)    # times preempted (paged KV only)
         self._lists: tuple[list[int], list[int], list[int]] | None = None
 
     def as_lists(self) -> tuple[list[int], list[int], list[int]]:

@@ -70,16 +70,19 @@ def closed_loop_of(point: Point, trace_len: int):
 def run_point(point: Point) -> dict[str, Any]:
     """Simulate the point; return its row of metrics (JSON-serialisable)."""
     from ..sim.replay import replay
+    from ..sim.spec_config import parse_schedule
 
     trace = point_trace(point)
     hw = _hw(point.hw)
     acc = _acceptance(point.acceptance) if point.acceptance else None
     loop = closed_loop_of(point, len(trace)) if point.load_mode == "concurrency" else None
+    schedule = parse_schedule(point.schedule, acc.gamma if acc else 1) if point.schedule else None
     result = replay(trace, point.policy, hw, acc, replicas=point.replicas, router=point.router,
-                    seed=point.seed, engine=point.engine, closed_loop=loop, prefill=point.prefill)
+                    seed=point.seed, engine=point.engine, closed_loop=loop, prefill=point.prefill,
+                    kv_semantics=point.kv_semantics, schedule=schedule)
     metrics = measure(result.requests, point, gpus=hw.gpus_per_replica * point.replicas)
     metrics.update(iterations=result.summary["iterations"], sim_wall_s=result.summary["sim_wall_s"],
-                   sim_version=sim_version())
+                   preemptions=result.summary["preemptions"], sim_version=sim_version())
     return metrics
 
 

@@ -16,10 +16,11 @@ from ..errors import InputError
 from ..fileio import atomic_path, write_json_atomic, write_text_atomic
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
-from ..sim.cluster import PREFILL_MODES, ROUTER_ALIASES
+from ..sim.cluster import KV_SEMANTICS, PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
 from ..sim.policies import make_policy
 from ..sim.replay import default_acceptance
+from ..sim.spec_config import parse_schedule
 from ..traces.schema import load_trace
 from .cache import PointCache
 from .executors import run_points
@@ -54,6 +55,8 @@ class SweepConfig:
     percentile: int | str = 50      # or "mean"
     baseline: str | None = "mtp1"
     engine: str = "fast"
+    kv_semantics: str = "reserve"
+    schedule: str | None = None     # vllm-schedule's batch-size schedule (vLLM's JSON)
 
 
 @dataclass
@@ -86,6 +89,9 @@ def _check(cfg: SweepConfig) -> None:
     if cfg.prefill not in PREFILL_MODES:
         raise InputError(f"unknown prefill mode {cfg.prefill!r}; choose {' or '.join(PREFILL_MODES)}",
                          field="prefill")
+    if cfg.kv_semantics not in KV_SEMANTICS:
+        raise InputError(f"unknown KV semantics {cfg.kv_semantics!r}; choose "
+                         f"{' or '.join(KV_SEMANTICS)}", field="kv-semantics")
     if cfg.max_requests is not None and cfg.max_requests < 1:
         raise InputError(f"must be >= 1, got {cfg.max_requests}", field="requests")
 
@@ -107,7 +113,9 @@ def resolve_inputs(cfg: SweepConfig) -> tuple[str, str, dict[str, str | None], A
             accs[policy] = None
             continue
         path = acceptance_profile_path(spec)
-        make_policy(policy, load_acceptance_profile(path).gamma)    # static-K needs K <= gamma
+        gamma = load_acceptance_profile(path).gamma
+        schedule = parse_schedule(cfg.schedule, gamma) if cfg.schedule and policy == "vllm-schedule" else None
+        make_policy(policy, gamma, schedule=schedule)    # static-K needs K <= gamma
         accs[policy] = str(path.resolve())
     return str(trace_path.resolve()), str(hw_path.resolve()), accs, hw
 
@@ -129,8 +137,10 @@ def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode=cfg.load_mode,
                  load=0.0, replicas=cfg.replicas, router=ROUTER_ALIASES[cfg.router],
                  requests_per_user=cfg.requests_per_user, warmup=cfg.warmup, think_s=cfg.think_s,
-                 max_requests=cfg.max_requests, prefill=cfg.prefill, engine=cfg.engine)
-    points = [replace(base, policy=p, acceptance=accs[p], load=v, seed=s)
+                 max_requests=cfg.max_requests, prefill=cfg.prefill, engine=cfg.engine,
+                 kv_semantics=cfg.kv_semantics)
+    points = [replace(base, policy=p, acceptance=accs[p], load=v, seed=s,
+                      schedule=cfg.schedule if p == "vllm-schedule" else None)
               for p in cfg.policies for v in grid.values for s in range(cfg.seeds)]
     return points, grid.values
 

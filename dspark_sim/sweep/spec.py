@@ -35,6 +35,8 @@ class Point:
     max_requests: int | None = None  # only the trace's first N requests
     prefill: str = "local"          # "disaggregated": prompts prefilled elsewhere, replicas decode
     engine: str = "fast"
+    kv_semantics: str = "reserve"   # "blocks": vLLM's paged KV with preemption
+    schedule: str | None = None     # vllm-schedule: the batch-size schedule as vLLM's JSON
 
     def key(self) -> str:
         """Hash of everything the result depends on: the inputs' bytes, the point's settings

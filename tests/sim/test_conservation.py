@@ -88,15 +88,15 @@ def check_conservation(sc, out):
     assert (t.prefilled == t.prompt).all()
     assert ((t.replica >= 0) & (t.replica < sc["replicas"])).all()
     assert (t.arrival_ns <= t.first_token_ns).all() and (t.first_token_ns <= t.finish_ns).all()
-    # a decode step emits 1..gamma + 1 tokens
+    # a decode step emits 1..gamma + 1 tokens (and a recompute after a preemption, one)
     assert (t.steps <= t.output - 1).all()
-    assert (t.steps * (sc["acc"].gamma + 1) >= t.output - 1).all()
+    assert (t.steps * (sc["acc"].gamma + 1) + t.preemptions >= t.output - 1).all()
     assert (t.accepted <= t.verified).all() and (t.verified <= t.drafted).all()
     frame = requests_frame(t)
     assert list(frame["id"]) == list(trace.ids)                 # nothing lost or duplicated
     assert frame["id"].is_unique
     if sc["policy"] == "ar":
-        assert (t.steps == t.output - 1).all() and (t.drafted == 0).all()
+        assert (t.steps + t.preemptions >= t.output - 1).all() and (t.drafted == 0).all()
     if sc["policy"] == "oracle":
         assert (t.accepted == t.verified).all()
 

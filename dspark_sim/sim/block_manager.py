@@ -1,0 +1,52 @@
+"""KV cache in fixed-size blocks, allocated on demand (vLLM's paged KV, nano-vllm's BlockManager).
+
+A request holds ceil(slots / block_size) blocks, where slots is the most KV positions it has
+needed so far (computed tokens + the tokens scheduled this step, drafts included: vLLM
+allocates for every scheduled draft before it knows how many survive, and does not give
+blocks back when drafts are rejected). Blocks return to the pool when the request finishes
+or is preempted. Prefix caching and the watermark (vLLM's default 0) are not modelled.
+"""
+from __future__ import annotations
+
+
+def blocks_for(tokens: int, block_size: int) -> int:
+    """Blocks that hold `tokens` KV positions."""
+    return -(-tokens // block_size)
+
+
+class BlockManager:
+    """Free-block pool of one replica and the blocks each request holds."""
+
+    def __init__(self, capacity_tokens: int, block_size: int) -> None:
+        self.block_size = block_size
+        self.num_blocks = capacity_tokens // block_size
+        self.free = self.num_blocks
+        self.held: dict[int, int] = {}
+
+    def can_allocate(self, tokens: int) -> bool:
+        """Would a new sequence of `tokens` KV positions fit in the free blocks now?"""
+        return blocks_for(tokens, self.block_size) <= self.free
+
+    def needed(self, rid: int, slots: int) -> int:
+        """Blocks request `rid` must add to hold `slots` KV positions."""
+        return max(0, blocks_for(slots, self.block_size) - self.held.get(rid, 0))
+
+    def may_append(self, rid: int, slots: int) -> bool:
+        """Can request `rid` grow to `slots` KV positions without preempting anyone?"""
+        return self.needed(rid, slots) <= self.free
+
+    def allocate(self, rid: int, slots: int) -> None:
+        """Grow request `rid` to hold `slots` KV positions (call `may_append` first)."""
+        extra = self.needed(rid, slots)
+        if extra > self.free:
+            raise RuntimeError(f"KV pool exhausted: request {rid} needs {extra} blocks, {self.free} free")
+        self.free -= extra
+        self.held[rid] = self.held.get(rid, 0) + extra
+
+    def deallocate(self, rid: int) -> None:
+        """Return every block of request `rid` to the pool."""
+        self.free += self.held.pop(rid, 0)
+
+    @property
+    def used(self) -> int:
+        return self.num_blocks - self.free
