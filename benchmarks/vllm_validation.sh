@@ -43,13 +43,12 @@ validate)
     cp "$OUT/validate-$t"/validation.{md,json} "$OUT/validate-$t/overlay.png" "docs/validation/vllm-$t/"
   done
   ;;
-resimulate)
+resimulate)   # KVSEM=blocks: the simulator with vLLM's paged KV and preemption
   for t in $TRACES; do
     src=traces/$t.jsonl; [ -f "$src" ] || src=$OUT/$t.jsonl
     $CLI validate "$src" --engine vllm --policies "$POLICIES" --repeats "$REPEATS" \
-      --engine-runs "$OUT/validate-$t" --out "$OUT/resim-$t"
-    mkdir -p "docs/validation/vllm-$t"
-    cp "$OUT/resim-$t"/validation.{md,json} "$OUT/resim-$t/overlay.png" "docs/validation/vllm-$t/"
+      --engine-runs "$OUT/validate-$t" --kv-semantics "${KVSEM:-reserve}" \
+      --out "$OUT/resim-${KVSEM:-reserve}-$t"
   done
   ;;
 acceptance)

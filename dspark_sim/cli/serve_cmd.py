@@ -158,6 +158,9 @@ def register(app: typer.Typer) -> None:
                                                    "not serve; simulate again against the runs an "
                                                    "earlier validate wrote in this directory "
                                                    "(DIR/engine/<policy>/run-<k>)."),
+        kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="vllm engine: the "
+                                         "simulator's KV model: reserve (prompt + output at "
+                                         "admission) or blocks (vLLM's paged KV with preemption)."),
     ) -> None:
         """Serve TRACE with the real engine (ours or vLLM) and simulate it; error table, spread
         and overlay plots."""
@@ -165,7 +168,8 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
         if engine == "vllm":
             run_vllm_validate(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
-                              acceptance, repeats, out, seed, engine_runs, target=target, prompts=prompts,
+                              acceptance, repeats, out, seed, engine_runs, kv_semantics,
+                              target=target, prompts=prompts,
                               chat=chat, time_scale=time_scale, vllm_python=vllm_python,
                               aiperf=aiperf, drafter=vllm_drafter, url=url, timeout=timeout,
                               limits=parse_server(vllm_server))

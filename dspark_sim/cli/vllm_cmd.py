@@ -269,7 +269,8 @@ def load_engine_runs(runs_dir: Path, policies: list[str], repeats: int) -> dict:
 
 def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
                       acceptance: Optional[str], repeats: int, out: Path, seed: int,
-                      engine_runs: Optional[Path] = None, **kw) -> None:
+                      engine_runs: Optional[Path] = None, kv_semantics: str = "reserve",
+                      **kw) -> None:
     """validate --engine vllm: serve on vLLM (warm server per policy, `repeats` runs; or read
     the runs of an earlier validate from `engine_runs`), the simulator with the vLLM profile
     and each policy's acceptance (given, or imported from its first vLLM run's per-request
@@ -316,10 +317,10 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
             accept[pol] = loaded[pol]
         else:
             accept[pol] = imported_acceptance(trace, runs_dir / "engine" / pol, repeats, pol)
-    v = compare_with_sim(trace, engine, hw_prof, accept, seed, str(trace_path), hw_name)
+    v = compare_with_sim(trace, engine, hw_prof, accept, seed, str(trace_path), hw_name, kv_semantics)
     first = engine[policies[0]][0].summary
     meta = {"engine": "vllm", "trace": str(trace_path), "policies": policies,
-            "engine_runs": str(runs_dir), "hw": hw_name, "repeats": repeats, "seed": seed,
+            "engine_runs": str(runs_dir), "hw": hw_name, "kv_semantics": kv_semantics, "repeats": repeats, "seed": seed,
             "server_args": first.get("server_args"),
             "speculative_configs": {p: r[0].summary.get("speculative_config") for p, r in engine.items()},
             "acceptance": {p: a for p, (_, a) in accept.items()},

@@ -167,16 +167,18 @@ def validate(trace: Trace, policies: list[str], run_engine: Callable[[str, int],
 def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: HardwareProfile,
                      acceptance: dict[str, tuple[AcceptanceProfile | None, str | None]],
                      seed: int = 0, trace_name: str | None = None,
-                     hw_name: str | None = None) -> Validation:
+                     hw_name: str | None = None, kv_semantics: str = "reserve") -> Validation:
     """Replay `trace` in the simulator as often as the engine served it (seeds seed, seed + 1,
-    ...) and compare with the engine's runs of each policy."""
+    ...; KV reserved at admission or paged with preemption) and compare with the engine's runs
+    of each policy."""
     policies = list(engine)
     repeats = max(len(r) for r in engine.values())
     sim = {}
     for pol in policies:
         prof, name = acceptance[pol]
         sim[pol] = [replay(trace, pol, hw, prof, seed=seed + k, trace_name=trace_name,
-                           hw_name=hw_name, acceptance_name=name) for k in range(repeats)]
+                           hw_name=hw_name, acceptance_name=name, kv_semantics=kv_semantics)
+                    for k in range(repeats)]
     cost = {}
     for pol, runs in engine.items():
         kind = acceptance[pol][0].drafter_kind if acceptance[pol][0] is not None else None
