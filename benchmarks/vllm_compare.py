@@ -7,6 +7,9 @@
     vllm_compare.py curves VLLM_HW.yaml OURS_HW.yaml
         both profiles' step time at every decode point vLLM measured (its requests, tokens and
         context), and the ratio vLLM / ours.
+    vllm_compare.py validation DIR...
+        the headline figures of `validate --engine vllm` outputs: vLLM's mean (half-range
+        spread) and the simulator's error, per trace and policy.
 """
 from __future__ import annotations
 
@@ -90,5 +93,27 @@ def curves(vllm_hw: str, ours_hw: str) -> None:
           f"ours is evaluated from its fitted profile at vLLM's points.")
 
 
+VALIDATION_KEYS = [("throughput_tok_s", "throughput"), ("tps_user.p50", "tok/s/user p50"),
+                   ("tps_user.p10", "tok/s/user p10"), ("ttft_s.p50", "TTFT p50"),
+                   ("ttft_s.p99", "TTFT p99")]
+
+
+def validation(*dirs: str) -> None:
+    print("| trace | policy | " + " | ".join(f"{label}: vLLM (spread) | sim error"
+                                            for _, label in VALIDATION_KEYS) + " |")
+    print("|---|---|" + "---|---|" * len(VALIDATION_KEYS))
+    for d in dirs:
+        doc = json.loads((Path(d) / "validation.json").read_text())
+        rows = {(r["policy"], r["metric"]): r for r in doc["table"]}
+        for pol in doc["policies"]:
+            cells = []
+            for key, _ in VALIDATION_KEYS:
+                r = rows.get((pol, key))
+                cells += ["-", "-"] if r is None else [
+                    f"{r['engine_mean']:.3g} (±{100 * r['engine_spread']:.1f}%)",
+                    f"{100 * r['sim_error']:+.1f}%"]
+            print(f"| {Path(doc['trace']).stem} | {pol} | " + " | ".join(cells) + " |")
+
+
 if __name__ == "__main__":
-    {"acceptance": acceptance, "curves": curves}[sys.argv[1]](*sys.argv[2:])
+    {"acceptance": acceptance, "curves": curves, "validation": validation}[sys.argv[1]](*sys.argv[2:])
