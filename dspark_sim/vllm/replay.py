@@ -23,7 +23,7 @@ from ..traces.schema import Trace
 from .aiperf import read_export, run_aiperf, write_input
 from .client import run_schedule
 from .iterations import LogCursor, kv_capacity_tokens, parse_iterations, vllm_version
-from .runtime import EngineError, ServerSpec, VLLMServer, speculative_config
+from .runtime import EngineError, ServerSpec, VLLMServer, spare_cpus, speculative_config
 
 
 @dataclass
@@ -85,8 +85,9 @@ def replay_on_server(server, trace: Trace, trace_name: str, policy: str, prompts
     input_file = write_input(trace, prompts, model, run_dir / "aiperf-input.jsonl")
     load = os.getloadavg()
     t0 = time.perf_counter()
+    cpus = spare_cpus(setup.base.threads) if not setup.url else None
     export = run_aiperf(setup.aiperf, server.url, model, setup.tokenizer, input_file,
-                        run_dir / "aiperf", timeout, server.alive)
+                        run_dir / "aiperf", timeout, server.alive, cpus)
     wall = time.perf_counter() - t0
     after = server.metrics_text() if server.alive() else ""
     write_text_atomic(run_dir / "metrics-after.txt", after)
@@ -103,6 +104,7 @@ def replay_on_server(server, trace: Trace, trace_name: str, policy: str, prompts
     drafted, accepted = int(frame["drafted_tokens"].sum()), int(frame["accepted_tokens"].sum())
     summary.update({
         "engine": "vllm", "replicas": 1, "gpus": 1, "load_generator": "aiperf",
+        "load_generator_cpus": sorted(cpus) if cpus else None,
         "speculative_config": server.spec.speculative, "replay_fidelity": fidelity,
         "requests_with_drafts": spec_steps, "drafted_tokens": drafted, "accepted_tokens": accepted,
         "load_average_before": [round(v, 2) for v in load],

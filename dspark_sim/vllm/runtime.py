@@ -86,6 +86,15 @@ def engine_env(python: Path, threads: int | None = None) -> dict[str, str]:
     return env
 
 
+def spare_cpus(threads: int | None) -> set[int] | None:
+    """The CPUs a load generator may use without taking the vLLM worker's (bound to the first
+    `threads` cores, see engine_env); None when there are none to spare or no affinity API."""
+    if not threads or not hasattr(os, "sched_getaffinity"):
+        return None
+    spare = {c for c in os.sched_getaffinity(0) if c >= threads}
+    return spare or None
+
+
 # --- what a policy asks of vLLM --------------------------------------------------------------
 
 _STATIC = re.compile(r"^static-(\d+)$")

@@ -132,3 +132,14 @@ def test_a_users_aiperf_export_is_imported_without_its_trace(tmp_path):
     bad.write_text('{"metadata": {}}\n')
     assert main(["import-aiperf", str(bad), "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_the_load_generator_keeps_off_the_workers_cores():
+    import os
+
+    from dspark_sim.vllm.runtime import spare_cpus
+
+    assert spare_cpus(None) is None and spare_cpus(0) is None
+    spare = spare_cpus(1)
+    assert spare is None or (0 not in spare and spare <= os.sched_getaffinity(0))
+    assert spare_cpus(10_000) is None
