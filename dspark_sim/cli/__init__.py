@@ -38,8 +38,18 @@ def _register_all() -> None:
 _register_all()
 
 
+def _terminate(signum, frame) -> None:
+    """SIGTERM unwinds like an exit, so servers this command started are stopped on the way."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; bad input exits with status 2 and a one-line message, never a traceback."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         rc = app(args=argv, prog_name="dspark-sim", standalone_mode=False)
     except InputError as exc:
