@@ -243,30 +243,6 @@ def _ms(v) -> str:
 VLLM_DEFAULT_HW = "cpu-2core-smollm2-135m-vllm"
 
 
-def load_engine_runs(runs_dir: Path, policies: list[str], repeats: int) -> dict:
-    """vLLM runs a previous `validate --engine vllm` wrote (DIR/engine/<policy>/run-<k>/
-    requests.csv and summary.json), to simulate again without serving."""
-    import json
-
-    import pandas as pd
-
-    from ..serve.engine import ServeResult
-
-    engine = {}
-    for pol in policies:
-        engine[pol] = []
-        for k in range(repeats):
-            where = runs_dir / "engine" / pol / (f"run-{k}" if repeats > 1 else "")
-            try:
-                frame = pd.read_csv(where / "requests.csv", dtype={"id": str, "task": str})
-                summary = json.loads((where / "summary.json").read_text())
-            except (OSError, ValueError) as exc:
-                raise InputError(f"no vLLM run of {pol} here ({exc})", file=where,
-                                 field="--engine-runs") from None
-            engine[pol].append(ServeResult(pol, frame, summary, [], [], None))
-    return engine
-
-
 def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
                       acceptance: Optional[str], repeats: int, out: Path, seed: int,
                       engine_runs: Optional[Path] = None, kv_semantics: str = "reserve",
@@ -285,7 +261,7 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
                                      load_hw_profile)
     from ..serve.validate import HEADLINE, compare_with_sim, markdown_table, write_validation
     from ..sim.replay import parse_acceptance_option
-    from ..vllm.replay import serve_trace_vllm
+    from ..vllm.replay import imported_acceptance, load_engine_runs, serve_trace_vllm
     from ..vllm.runtime import policy_spec_tokens
 
     if repeats < 1:
@@ -332,23 +308,6 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
     written = write_validation(v, out, meta, trace.ids, engine_written=engine_runs is None)
     typer.echo(markdown_table(v.table, HEADLINE + ("ttft_s.p50", "tps_user.p10", "ttft_s.p99")))
     typer.echo("wrote " + ", ".join(str(w) for w in written))
-
-
-def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
-    """The empirical acceptance profile of a policy's first vLLM run: AIPerf's per-request
-    records, each request's task from the trace (`acceptance import vllm` with a task map)."""
-    from ..vllm.acceptance_import import import_vllm
-    from ..vllm.records import TaskRule
-
-    run = policy_dir if repeats == 1 else policy_dir / "run-0"
-    export = run / "aiperf" / "profile_export.jsonl"
-    rule = TaskRule(path="metadata.conversation_id",
-                    mapping={str(i): str(t) for i, t in zip(trace.ids, trace.task)}, map_file="trace")
-    prof = import_vllm([export], f"vllm-{policy}", kind="empirical", rule=rule,
-                       drafter_kind="ngram").profile
-    path = run / "acceptance.json"
-    prof.save(path)
-    return prof, str(path)
 
 
 def run_vllm_measure(out: Path, target: str, tasks: str, n: Optional[int], max_new_tokens: int,

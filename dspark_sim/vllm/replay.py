@@ -10,12 +10,14 @@ Mooncake input and AIPerf's export.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import InputError
 from ..fileio import write_json_atomic, write_text_atomic
 from ..serve.engine import ServeResult
 from ..sim.metrics import requests_csv, summarise
@@ -153,3 +155,40 @@ def serve_trace_vllm(trace: Trace, trace_name: str, policies: list[str], prompts
             if isinstance(server, VLLMServer):
                 server.stop()
     return results
+
+
+def load_engine_runs(runs_dir: Path, policies: list[str], repeats: int) -> dict:
+    """vLLM runs a previous `validate --engine vllm` wrote (DIR/engine/<policy>/run-<k>/
+    requests.csv and summary.json), to simulate again without serving."""
+    import pandas as pd
+
+    engine = {}
+    for pol in policies:
+        engine[pol] = []
+        for k in range(repeats):
+            where = runs_dir / "engine" / pol / (f"run-{k}" if repeats > 1 else "")
+            try:
+                frame = pd.read_csv(where / "requests.csv", dtype={"id": str, "task": str})
+                summary = json.loads((where / "summary.json").read_text())
+            except (OSError, ValueError) as exc:
+                raise InputError(f"no vLLM run of {pol} here ({exc})", file=where,
+                                 field="--engine-runs") from None
+            engine[pol].append(ServeResult(pol, frame, summary, [], [], None))
+    return engine
+
+
+def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
+    """The empirical acceptance profile of a policy's first vLLM run: AIPerf's per-request
+    records, each request's task from the trace (`acceptance import vllm` with a task map)."""
+    from .acceptance_import import import_vllm
+    from .records import TaskRule
+
+    run = policy_dir if repeats == 1 else policy_dir / "run-0"
+    export = run / "aiperf" / "profile_export.jsonl"
+    rule = TaskRule(path="metadata.conversation_id",
+                    mapping={str(i): str(t) for i, t in zip(trace.ids, trace.task)}, map_file="trace")
+    prof = import_vllm([export], f"vllm-{policy}", kind="empirical", rule=rule,
+                       drafter_kind="ngram").profile
+    path = run / "acceptance.json"
+    prof.save(path)
+    return prof, str(path)
