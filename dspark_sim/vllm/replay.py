@@ -25,7 +25,8 @@ from ..traces.schema import Trace
 from .aiperf import read_export, run_aiperf, write_input
 from .client import run_schedule
 from .iterations import LogCursor, kv_capacity_tokens, parse_iterations, vllm_version
-from .runtime import EngineError, ServerSpec, VLLMServer, spare_cpus, speculative_config
+from .runtime import (EngineError, ServerSpec, VLLMServer, drafter_kind, spare_cpus,
+                      speculative_config)
 
 
 @dataclass
@@ -187,8 +188,9 @@ def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
     export = run / "aiperf" / "profile_export.jsonl"
     rule = TaskRule(path="metadata.conversation_id",
                     mapping={str(i): str(t) for i, t in zip(trace.ids, trace.task)}, map_file="trace")
+    spec = json.loads((run / "summary.json").read_text()).get("speculative_config") or {}
     prof = import_vllm([export], f"vllm-{policy}", kind="empirical", rule=rule,
-                       drafter_kind="ngram").profile
+                       drafter_kind=drafter_kind(spec)).profile
     path = run / "acceptance.json"
     prof.save(path)
     return prof, str(path)
