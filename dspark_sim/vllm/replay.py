@@ -40,12 +40,13 @@ class VLLMSetup:
     tokenizer: str                   # a local folder AIPerf loads (it counts nothing with it)
     url: str | None = None           # attach to a running server instead of starting one
     timeout_s: float | None = None   # per run; default: trace span + 600 s
+    schedule: list[list[int]] | None = None   # vllm-schedule's batch-size schedule (vLLM JSON)
 
 
 def _spec_for(setup: VLLMSetup, policy: str) -> ServerSpec:
     from dataclasses import replace
 
-    return replace(setup.base, speculative=speculative_config(policy, setup.drafter))
+    return replace(setup.base, speculative=speculative_config(policy, setup.drafter, setup.schedule))
 
 
 def _warm_up(url: str, model: str, vocab_ids: list[int]) -> None:

@@ -98,13 +98,17 @@ def spare_cpus(threads: int | None) -> set[int] | None:
 # --- what a policy asks of vLLM --------------------------------------------------------------
 
 _STATIC = re.compile(r"^static-(\d+)$")
-ENGINE_POLICIES = "ar, mtp1 (= static-1), static-K"
+SCHEDULE_POLICY = "vllm-schedule"
+ENGINE_POLICIES = "ar, mtp1 (= static-1), static-K, vllm-schedule (with --bs-schedule)"
 
 
 def policy_spec_tokens(policy: str) -> int:
-    """num_speculative_tokens of a policy vLLM runs (0 = no speculation)."""
+    """num_speculative_tokens of a policy vLLM runs (0 = no speculation; -1 = a batch-size
+    schedule's, which the schedule sets)."""
     if policy == "ar":
         return 0
+    if policy == SCHEDULE_POLICY:
+        return -1
     if policy == "mtp1":
         return 1
     m = _STATIC.match(policy)
@@ -142,9 +146,17 @@ def parse_drafter(spec: str) -> dict[str, Any]:
                      f"speculative-config JSON object", field="--drafter")
 
 
-def speculative_config(policy: str, drafter: dict[str, Any]) -> dict[str, Any] | None:
-    """vLLM's --speculative-config for `policy` with `drafter` (None: plain decoding)."""
+def speculative_config(policy: str, drafter: dict[str, Any],
+                       schedule: list[list[int]] | None = None) -> dict[str, Any] | None:
+    """vLLM's --speculative-config for `policy` with `drafter` (None: plain decoding); the
+    policy `vllm-schedule` is vLLM's batch-size schedule `schedule` (its ranges' largest K is
+    num_speculative_tokens)."""
     k = policy_spec_tokens(policy)
+    if policy == SCHEDULE_POLICY:
+        if not schedule:
+            raise InputError(f"policy {SCHEDULE_POLICY} needs --bs-schedule", field="--bs-schedule")
+        return {**drafter, "num_speculative_tokens": max(r[2] for r in schedule),
+                "num_speculative_tokens_per_batch_size": [list(r) for r in schedule]}
     return None if k == 0 else {**drafter, "num_speculative_tokens": k}
 
 
