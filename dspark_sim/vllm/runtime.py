@@ -43,11 +43,18 @@ def _candidates(option: str | None, env: str, venv: str, exe: str) -> list[tuple
     return found
 
 
+def _has_vllm() -> bool:
+    """This interpreter has the vllm package (a regular package; a directory named vllm on the
+    path, e.g. a tests folder, is a namespace package without an __init__ and does not count)."""
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and bool(spec.origin) and spec.origin.endswith("__init__.py")
+
+
 def vllm_python(option: str | None = None, field_name: str = "--vllm-python") -> Path:
     """The interpreter that imports vllm: the option, $DSPARK_SIM_VLLM_PYTHON, this interpreter
     when it has vllm, else .venv-vllm/bin/python in the working directory or the repository."""
     cands = _candidates(option, VLLM_ENV, ".venv-vllm", "python")
-    if not option and not os.environ.get(VLLM_ENV) and importlib.util.find_spec("vllm") is not None:
+    if not option and not os.environ.get(VLLM_ENV) and _has_vllm():
         return Path(sys.executable)
     for where, path in cands:
         if path.exists():
