@@ -9,8 +9,9 @@ import typer
 
 from ..errors import InputError
 from .decode_cmd import DEVICE_HELP, DRAFTER_HELP, TARGET_HELP
-from .vllm_cmd import (AiperfOpt, ENGINE_HELP, TimeoutOpt, UrlOpt, VllmDrafterOpt, VllmPythonOpt,
-                       VllmServerOpt, parse_server, run_vllm_serve_replay, run_vllm_validate)
+from .vllm_cmd import (AiperfOpt, BsScheduleOpt, ENGINE_HELP, TimeoutOpt, UrlOpt, VllmDrafterOpt,
+                       VllmPythonOpt, VllmServerOpt, parse_server, run_vllm_serve_replay,
+                       run_vllm_validate)
 
 HW_HELP = ("Hardware profile measured for this engine on this machine (shipped name or YAML): "
            "its SPS(B) drives Algorithm 1 and goodput, its limits (max_batch_tokens, "
@@ -86,6 +87,7 @@ def register(app: typer.Typer) -> None:
         vllm_drafter: VllmDrafterOpt = "ngram",
         timeout: TimeoutOpt = None,
         vllm_server: VllmServerOpt = "",
+        bs_schedule: BsScheduleOpt = None,
     ) -> None:
         """Serve TRACE with the real engine on this machine (ours, or vLLM driven by AIPerf), on
         the trace's wall clock."""
@@ -96,7 +98,7 @@ def register(app: typer.Typer) -> None:
                                   seed, target=target, prompts=prompts, chat=chat,
                                   time_scale=time_scale, vllm_python=vllm_python, aiperf=aiperf,
                                   drafter=vllm_drafter, url=url, timeout=timeout,
-                                  limits=parse_server(vllm_server))
+                                  limits=parse_server(vllm_server), bs_schedule=bs_schedule)
             return
         from rich.console import Console
         from rich.progress import Progress
@@ -154,6 +156,7 @@ def register(app: typer.Typer) -> None:
         vllm_drafter: VllmDrafterOpt = "ngram",
         timeout: TimeoutOpt = None,
         vllm_server: VllmServerOpt = "",
+        bs_schedule: BsScheduleOpt = None,
         engine_runs: Optional[Path] = typer.Option(None, "--engine-runs", help="vllm engine: do "
                                                    "not serve; simulate again against the runs an "
                                                    "earlier validate wrote in this directory "
@@ -172,7 +175,7 @@ def register(app: typer.Typer) -> None:
                               target=target, prompts=prompts,
                               chat=chat, time_scale=time_scale, vllm_python=vllm_python,
                               aiperf=aiperf, drafter=vllm_drafter, url=url, timeout=timeout,
-                              limits=parse_server(vllm_server))
+                              limits=parse_server(vllm_server), bs_schedule=bs_schedule)
             return
         hw = hw or "cpu-2core-smollm2-135m"
         import os

@@ -172,10 +172,26 @@ TimeoutOpt = Annotated[Optional[float], typer.Option(
     "--timeout", help="Seconds one replay may take [the trace's span + 600].")]
 
 
+BsScheduleOpt = Annotated[Optional[str], typer.Option(
+    "--bs-schedule", help="vllm-schedule policy: vLLM's num_speculative_tokens_per_batch_size "
+    "JSON ([[start, end, K], ...], or a speculative-config object holding it), text or file.")]
+
+
+def read_schedule(bs_schedule: Optional[str], policies: list[str]) -> list[list[int]] | None:
+    """The validated batch-size schedule (vLLM JSON), required by and only by vllm-schedule."""
+    from ..sim.spec_config import parse_schedule
+    from ..vllm.runtime import SCHEDULE_POLICY
+
+    if (bs_schedule is None) == (SCHEDULE_POLICY in policies):
+        raise InputError(f"--bs-schedule goes with the policy {SCHEDULE_POLICY} and it needs one",
+                         field="--bs-schedule")
+    return parse_schedule(bs_schedule, 1 << 10).to_json() if bs_schedule else None
+
+
 def vllm_replay_inputs(trace_path: Path, policies: list[str], target: str, prompts: Optional[str],
                        chat: bool, time_scale: float, seed: int, vllm_python: Optional[str],
                        aiperf: Optional[str], drafter: str, url: Optional[str], timeout: Optional[float],
-                       limits: ServerLimits):
+                       limits: ServerLimits, bs_schedule: Optional[str] = None):
     """Validated trace, policies, prompt ids and the VLLMSetup; nothing is started."""
     from transformers import AutoTokenizer
 
@@ -187,6 +203,7 @@ def vllm_replay_inputs(trace_path: Path, policies: list[str], target: str, promp
     from ..vllm.runtime import aiperf_command, parse_drafter, policy_spec_tokens, resolve_model
     from ..vllm.runtime import vllm_python as find_python
 
+    schedule = read_schedule(bs_schedule, policies)
     for p in policies:
         policy_spec_tokens(p)
     if timeout is not None and not timeout > 0:
@@ -210,7 +227,7 @@ def vllm_replay_inputs(trace_path: Path, policies: list[str], target: str, promp
                         trace.prompt_tokens, seed)
     spec = server_spec(model, None, limits)
     setup = VLLMSetup(python=python, aiperf=aiperf_exe, base=spec, drafter=drafter_cfg,
-                      tokenizer=model, url=url, timeout_s=timeout)
+                      tokenizer=model, url=url, timeout_s=timeout, schedule=schedule)
     return trace, ids, setup
 
 
@@ -243,30 +260,6 @@ def _ms(v) -> str:
 VLLM_DEFAULT_HW = "cpu-2core-smollm2-135m-vllm"
 
 
-def load_engine_runs(runs_dir: Path, policies: list[str], repeats: int) -> dict:
-    """vLLM runs a previous `validate --engine vllm` wrote (DIR/engine/<policy>/run-<k>/
-    requests.csv and summary.json), to simulate again without serving."""
-    import json
-
-    import pandas as pd
-
-    from ..serve.engine import ServeResult
-
-    engine = {}
-    for pol in policies:
-        engine[pol] = []
-        for k in range(repeats):
-            where = runs_dir / "engine" / pol / (f"run-{k}" if repeats > 1 else "")
-            try:
-                frame = pd.read_csv(where / "requests.csv", dtype={"id": str, "task": str})
-                summary = json.loads((where / "summary.json").read_text())
-            except (OSError, ValueError) as exc:
-                raise InputError(f"no vLLM run of {pol} here ({exc})", file=where,
-                                 field="--engine-runs") from None
-            engine[pol].append(ServeResult(pol, frame, summary, [], [], None))
-    return engine
-
-
 def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
                       acceptance: Optional[str], repeats: int, out: Path, seed: int,
                       engine_runs: Optional[Path] = None, kv_semantics: str = "reserve",
@@ -285,7 +278,7 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
                                      load_hw_profile)
     from ..serve.validate import HEADLINE, compare_with_sim, markdown_table, write_validation
     from ..sim.replay import parse_acceptance_option
-    from ..vllm.replay import serve_trace_vllm
+    from ..vllm.replay import imported_acceptance, load_engine_runs, serve_trace_vllm
     from ..vllm.runtime import policy_spec_tokens
 
     if repeats < 1:
@@ -294,7 +287,7 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
     hw_prof = load_hw_profile(hw_profile_path(hw_name))
     given = parse_acceptance_option(acceptance, policies) if acceptance else {}
     loaded = {p: (load_acceptance_profile(acceptance_profile_path(given[p])), str(given[p]))
-              for p in policies if given.get(p) and policy_spec_tokens(p) > 0}
+              for p in policies if given.get(p) and policy_spec_tokens(p) != 0}
     load_before = os.getloadavg()
     if engine_runs is not None:
         from ..traces.schema import load_trace
@@ -317,7 +310,10 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
             accept[pol] = loaded[pol]
         else:
             accept[pol] = imported_acceptance(trace, runs_dir / "engine" / pol, repeats, pol)
-    v = compare_with_sim(trace, engine, hw_prof, accept, seed, str(trace_path), hw_name, kv_semantics)
+    schedule = read_schedule(kw.get("bs_schedule"), policies) if engine_runs is not None else \
+        (setup.schedule if setup else None)
+    v = compare_with_sim(trace, engine, hw_prof, accept, seed, str(trace_path), hw_name, kv_semantics,
+                         schedule)
     first = engine[policies[0]][0].summary
     meta = {"engine": "vllm", "trace": str(trace_path), "policies": policies,
             "engine_runs": str(runs_dir), "hw": hw_name, "kv_semantics": kv_semantics, "repeats": repeats, "seed": seed,
@@ -332,23 +328,6 @@ def run_vllm_validate(trace_path: Path, policies: list[str], hw: Optional[str],
     written = write_validation(v, out, meta, trace.ids, engine_written=engine_runs is None)
     typer.echo(markdown_table(v.table, HEADLINE + ("ttft_s.p50", "tps_user.p10", "ttft_s.p99")))
     typer.echo("wrote " + ", ".join(str(w) for w in written))
-
-
-def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
-    """The empirical acceptance profile of a policy's first vLLM run: AIPerf's per-request
-    records, each request's task from the trace (`acceptance import vllm` with a task map)."""
-    from ..vllm.acceptance_import import import_vllm
-    from ..vllm.records import TaskRule
-
-    run = policy_dir if repeats == 1 else policy_dir / "run-0"
-    export = run / "aiperf" / "profile_export.jsonl"
-    rule = TaskRule(path="metadata.conversation_id",
-                    mapping={str(i): str(t) for i, t in zip(trace.ids, trace.task)}, map_file="trace")
-    prof = import_vllm([export], f"vllm-{policy}", kind="empirical", rule=rule,
-                       drafter_kind="ngram").profile
-    path = run / "acceptance.json"
-    prof.save(path)
-    return prof, str(path)
 
 
 def run_vllm_measure(out: Path, target: str, tasks: str, n: Optional[int], max_new_tokens: int,

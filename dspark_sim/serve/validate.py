@@ -11,6 +11,7 @@ requests, batch tokens and context) is compared with the iteration's measured du
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -167,7 +168,8 @@ def validate(trace: Trace, policies: list[str], run_engine: Callable[[str, int],
 def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: HardwareProfile,
                      acceptance: dict[str, tuple[AcceptanceProfile | None, str | None]],
                      seed: int = 0, trace_name: str | None = None,
-                     hw_name: str | None = None, kv_semantics: str = "reserve") -> Validation:
+                     hw_name: str | None = None, kv_semantics: str = "reserve",
+                     schedule: list[list[int]] | None = None) -> Validation:
     """Replay `trace` in the simulator as often as the engine served it (seeds seed, seed + 1,
     ...; KV reserved at admission or paged with preemption) and compare with the engine's runs
     of each policy."""
@@ -176,9 +178,13 @@ def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: Har
     sim = {}
     for pol in policies:
         prof, name = acceptance[pol]
+        sched = None
+        if schedule and pol == "vllm-schedule":
+            from ..sim.spec_config import parse_schedule
+            sched = parse_schedule(json.dumps(schedule), prof.gamma)
         sim[pol] = [replay(trace, pol, hw, prof, seed=seed + k, trace_name=trace_name,
-                           hw_name=hw_name, acceptance_name=name, kv_semantics=kv_semantics)
-                    for k in range(repeats)]
+                           hw_name=hw_name, acceptance_name=name, kv_semantics=kv_semantics,
+                           schedule=sched) for k in range(repeats)]
     cost = {}
     for pol, runs in engine.items():
         kind = acceptance[pol][0].drafter_kind if acceptance[pol][0] is not None else None

@@ -10,12 +10,14 @@ Mooncake input and AIPerf's export.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import InputError
 from ..fileio import write_json_atomic, write_text_atomic
 from ..serve.engine import ServeResult
 from ..sim.metrics import requests_csv, summarise
@@ -23,7 +25,8 @@ from ..traces.schema import Trace
 from .aiperf import read_export, run_aiperf, write_input
 from .client import run_schedule
 from .iterations import LogCursor, kv_capacity_tokens, parse_iterations, vllm_version
-from .runtime import EngineError, ServerSpec, VLLMServer, spare_cpus, speculative_config
+from .runtime import (EngineError, ServerSpec, VLLMServer, drafter_kind, spare_cpus,
+                      speculative_config)
 
 
 @dataclass
@@ -37,12 +40,13 @@ class VLLMSetup:
     tokenizer: str                   # a local folder AIPerf loads (it counts nothing with it)
     url: str | None = None           # attach to a running server instead of starting one
     timeout_s: float | None = None   # per run; default: trace span + 600 s
+    schedule: list[list[int]] | None = None   # vllm-schedule's batch-size schedule (vLLM JSON)
 
 
 def _spec_for(setup: VLLMSetup, policy: str) -> ServerSpec:
     from dataclasses import replace
 
-    return replace(setup.base, speculative=speculative_config(policy, setup.drafter))
+    return replace(setup.base, speculative=speculative_config(policy, setup.drafter, setup.schedule))
 
 
 def _warm_up(url: str, model: str, vocab_ids: list[int]) -> None:
@@ -153,3 +157,41 @@ def serve_trace_vllm(trace: Trace, trace_name: str, policies: list[str], prompts
             if isinstance(server, VLLMServer):
                 server.stop()
     return results
+
+
+def load_engine_runs(runs_dir: Path, policies: list[str], repeats: int) -> dict:
+    """vLLM runs a previous `validate --engine vllm` wrote (DIR/engine/<policy>/run-<k>/
+    requests.csv and summary.json), to simulate again without serving."""
+    import pandas as pd
+
+    engine = {}
+    for pol in policies:
+        engine[pol] = []
+        for k in range(repeats):
+            where = runs_dir / "engine" / pol / (f"run-{k}" if repeats > 1 else "")
+            try:
+                frame = pd.read_csv(where / "requests.csv", dtype={"id": str, "task": str})
+                summary = json.loads((where / "summary.json").read_text())
+            except (OSError, ValueError) as exc:
+                raise InputError(f"no vLLM run of {pol} here ({exc})", file=where,
+                                 field="--engine-runs") from None
+            engine[pol].append(ServeResult(pol, frame, summary, [], [], None))
+    return engine
+
+
+def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
+    """The empirical acceptance profile of a policy's first vLLM run: AIPerf's per-request
+    records, each request's task from the trace (`acceptance import vllm` with a task map)."""
+    from .acceptance_import import import_vllm
+    from .records import TaskRule
+
+    run = policy_dir if repeats == 1 else policy_dir / "run-0"
+    export = run / "aiperf" / "profile_export.jsonl"
+    rule = TaskRule(path="metadata.conversation_id",
+                    mapping={str(i): str(t) for i, t in zip(trace.ids, trace.task)}, map_file="trace")
+    spec = json.loads((run / "summary.json").read_text()).get("speculative_config") or {}
+    prof = import_vllm([export], f"vllm-{policy}", kind="empirical", rule=rule,
+                       drafter_kind=drafter_kind(spec)).profile
+    path = run / "acceptance.json"
+    prof.save(path)
+    return prof, str(path)

@@ -43,11 +43,18 @@ def _candidates(option: str | None, env: str, venv: str, exe: str) -> list[tuple
     return found
 
 
+def _has_vllm() -> bool:
+    """This interpreter has the vllm package (a regular package; a directory named vllm on the
+    path, e.g. a tests folder, is a namespace package without an __init__ and does not count)."""
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and bool(spec.origin) and spec.origin.endswith("__init__.py")
+
+
 def vllm_python(option: str | None = None, field_name: str = "--vllm-python") -> Path:
     """The interpreter that imports vllm: the option, $DSPARK_SIM_VLLM_PYTHON, this interpreter
     when it has vllm, else .venv-vllm/bin/python in the working directory or the repository."""
     cands = _candidates(option, VLLM_ENV, ".venv-vllm", "python")
-    if not option and not os.environ.get(VLLM_ENV) and importlib.util.find_spec("vllm") is not None:
+    if not option and not os.environ.get(VLLM_ENV) and _has_vllm():
         return Path(sys.executable)
     for where, path in cands:
         if path.exists():
@@ -98,13 +105,17 @@ def spare_cpus(threads: int | None) -> set[int] | None:
 # --- what a policy asks of vLLM --------------------------------------------------------------
 
 _STATIC = re.compile(r"^static-(\d+)$")
-ENGINE_POLICIES = "ar, mtp1 (= static-1), static-K"
+SCHEDULE_POLICY = "vllm-schedule"
+ENGINE_POLICIES = "ar, mtp1 (= static-1), static-K, vllm-schedule (with --bs-schedule)"
 
 
 def policy_spec_tokens(policy: str) -> int:
-    """num_speculative_tokens of a policy vLLM runs (0 = no speculation)."""
+    """num_speculative_tokens of a policy vLLM runs (0 = no speculation; -1 = a batch-size
+    schedule's, which the schedule sets)."""
     if policy == "ar":
         return 0
+    if policy == SCHEDULE_POLICY:
+        return -1
     if policy == "mtp1":
         return 1
     m = _STATIC.match(policy)
@@ -142,9 +153,17 @@ def parse_drafter(spec: str) -> dict[str, Any]:
                      f"speculative-config JSON object", field="--drafter")
 
 
-def speculative_config(policy: str, drafter: dict[str, Any]) -> dict[str, Any] | None:
-    """vLLM's --speculative-config for `policy` with `drafter` (None: plain decoding)."""
+def speculative_config(policy: str, drafter: dict[str, Any],
+                       schedule: list[list[int]] | None = None) -> dict[str, Any] | None:
+    """vLLM's --speculative-config for `policy` with `drafter` (None: plain decoding); the
+    policy `vllm-schedule` is vLLM's batch-size schedule `schedule` (its ranges' largest K is
+    num_speculative_tokens)."""
     k = policy_spec_tokens(policy)
+    if policy == SCHEDULE_POLICY:
+        if not schedule:
+            raise InputError(f"policy {SCHEDULE_POLICY} needs --bs-schedule", field="--bs-schedule")
+        return {**drafter, "num_speculative_tokens": max(r[2] for r in schedule),
+                "num_speculative_tokens_per_batch_size": [list(r) for r in schedule]}
     return None if k == 0 else {**drafter, "num_speculative_tokens": k}
 
 

@@ -143,3 +143,19 @@ def test_the_load_generator_keeps_off_the_workers_cores():
     spare = spare_cpus(1)
     assert spare is None or (0 not in spare and spare <= os.sched_getaffinity(0))
     assert spare_cpus(10_000) is None
+
+
+def test_a_batch_size_schedule_is_vllms_own_config():
+    from dspark_sim.cli.vllm_cmd import read_schedule
+
+    sched = read_schedule("[[1, 2, 4], [3, 16, 1]]", ["ar", "vllm-schedule"])
+    cfg = speculative_config("vllm-schedule", parse_drafter("ngram"), sched)
+    assert cfg["num_speculative_tokens"] == 4
+    assert cfg["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 16, 1]]
+    assert policy_spec_tokens("vllm-schedule") == -1
+    with pytest.raises(InputError):
+        read_schedule(None, ["vllm-schedule"])
+    with pytest.raises(InputError):
+        read_schedule("[[1, 2, 4]]", ["static-2"])
+    with pytest.raises(InputError):
+        speculative_config("vllm-schedule", parse_drafter("ngram"), None)
