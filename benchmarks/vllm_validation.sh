@@ -2,9 +2,11 @@
 # vLLM as the reference engine, on this machine: its measured step curve, the simulator against
 # it on the validation traces and an Azure conversation slice, and its n-gram drafter's acceptance
 # on GSM8K / HumanEval / MT-Bench beside the decode core's. Needs `make setup setup-vllm`.
-# Usage: benchmarks/vllm_validation.sh [profile] [validate] [resimulate] [acceptance] [curves]
-#        (default: profile validate acceptance curves; resimulate re-runs only the simulator
-#        against the vLLM runs of an earlier validate, e.g. after re-profiling)
+# Usage: benchmarks/vllm_validation.sh [profile] [validate] [schedule] [resimulate] [acceptance] [curves]
+#        (default: profile validate schedule acceptance curves; schedule validates vLLM's
+#        batch-size schedule SCHEDULE on the two validation traces; resimulate re-runs only the
+#        simulator against the vLLM runs of an earlier validate, e.g. after re-profiling or with
+#        KVSEM=blocks)
 # Settings: POLICIES (ar,static-2,static-4), REPEATS (3), TRACES (validate-burst
 # validate-concurrent azure-slice), N (20 prompts per task), OUT (runs/vllm). Summaries are copied
 # to docs/validation/vllm-<trace>/ and docs/vllm/.
@@ -17,11 +19,12 @@ REPEATS=${REPEATS:-3}
 OUT=${OUT:-runs/vllm}
 N=${N:-20}
 TRACES=${TRACES:-validate-burst validate-concurrent azure-slice}
+SCHEDULE=${SCHEDULE:-[[1, 3, 4], [4, 16, 2]]}   # K = 4 up to 3 requests, 2 above
 DRAFTER="ngram:1-4"                      # the decode core's n-gram lengths (1..4, most recent match)
 PROMPTS=math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/HumanEval.jsonl,chat=../shared/prompts/mt_bench/question.jsonl
 mkdir -p "$OUT" docs/vllm
 
-for step in ${*:-profile validate acceptance curves}; do
+for step in ${*:-profile validate schedule acceptance curves}; do
 case $step in
 profile)
   echo "load: $(cat /proc/loadavg)"
@@ -41,6 +44,15 @@ validate)
       --repeats "$REPEATS" --prompts "$PROMPTS" --out "$OUT/validate-$t"
     mkdir -p "docs/validation/vllm-$t"
     cp "$OUT/validate-$t"/validation.{md,json} "$OUT/validate-$t/overlay.png" "docs/validation/vllm-$t/"
+  done
+  ;;
+schedule)
+  for t in validate-burst validate-concurrent; do
+    echo "load: $(cat /proc/loadavg)"
+    $CLI validate "traces/$t.jsonl" --engine vllm --policies vllm-schedule --bs-schedule "$SCHEDULE" \
+      --vllm-drafter "$DRAFTER" --repeats "$REPEATS" --prompts "$PROMPTS" --out "$OUT/validate-sched-$t"
+    mkdir -p "docs/validation/vllm-sched-$t"
+    cp "$OUT/validate-sched-$t"/validation.{md,json} "$OUT/validate-sched-$t/overlay.png" "docs/validation/vllm-sched-$t/"
   done
   ;;
 resimulate)   # KVSEM=blocks: the simulator with vLLM's paged KV and preemption
