@@ -41,6 +41,8 @@ def _core_drafting(records: Path) -> dict[str, tuple[int, int, int]]:
     out: dict[str, list[int]] = {}
     for line in records.read_text().splitlines():
         rec = json.loads(line)
+        if "task" not in rec:            # the settings header
+            continue
         s = out.setdefault(rec["task"], [0, 0, 0])
         s[0] += len(rec["accepted"])
         s[1] += sum(1 for v in rec["verified"] if v > 0)
