@@ -25,7 +25,7 @@ from ..traces.schema import Trace
 from .aiperf import read_export, run_aiperf, write_input
 from .client import run_schedule
 from .iterations import LogCursor, kv_capacity_tokens, parse_iterations, vllm_version
-from .runtime import (EngineError, ServerSpec, VLLMServer, drafter_kind, spare_cpus,
+from .runtime import (EngineError, ServerSpec, VLLMServer, drafter_kind, read_metrics, spare_cpus,
                       speculative_config)
 
 
@@ -70,10 +70,7 @@ class AttachedServer:
         return True
 
     def metrics_text(self) -> str:
-        import urllib.request
-
-        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
-            return r.read().decode("utf-8")
+        return read_metrics(self.url)
 
 
 def replay_on_server(server, trace: Trace, trace_name: str, policy: str, prompts: list[list[int]],

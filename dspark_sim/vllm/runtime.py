@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import EngineError, InputError
 
@@ -227,6 +227,17 @@ def neutral_model_path(path: str, tmp: Path) -> str:
     return str(link)
 
 
+def read_metrics(url: str, log_tail: Callable[[], str] | None = None) -> str:
+    """The Prometheus /metrics text of the server at `url`; EngineError (with the end of its log
+    when there is one) when it cannot be read."""
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+            return r.read().decode("utf-8")
+    except (urllib.error.URLError, OSError) as exc:
+        tail = f"\n{log_tail()}" if log_tail else ""
+        raise EngineError(f"cannot read {url}/metrics: {exc}{tail}") from None
+
+
 class VLLMServer:
     """A vLLM OpenAI-compatible server on 127.0.0.1 (a context manager)."""
 
@@ -282,11 +293,7 @@ class VLLMServer:
 
     def metrics_text(self) -> str:
         """The server's Prometheus /metrics text."""
-        try:
-            with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
-                return r.read().decode("utf-8")
-        except (urllib.error.URLError, OSError) as exc:
-            raise EngineError(f"cannot read {self.url}/metrics: {exc}\n{self.log_tail()}") from None
+        return read_metrics(self.url, self.log_tail)
 
     def log_tail(self, lines: int = 25) -> str:
         try:

@@ -1,10 +1,8 @@
 """A real vLLM engine serves a tiny trace end to end (AIPerf on the fixed schedule), and what it
 measured comes back as an acceptance profile the simulator reproduces.
 
-Needs `make setup-vllm`; skipped without it, except where DSPARK_SIM_REQUIRE_VLLM=1 (CI),
-where a missing engine fails the suite."""
+Needs `make setup-vllm` (conftest.py: skipped without it, failed under DSPARK_SIM_REQUIRE_VLLM=1)."""
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -12,30 +10,18 @@ import pandas as pd
 import pytest
 
 from dspark_sim.cli import main
-from dspark_sim.errors import InputError
 from dspark_sim.profiles.acceptance import AcceptanceProfile
 from dspark_sim.profiles.registry import hw_profile_path, load_hw_profile
 from dspark_sim.sim.replay import replay
 from dspark_sim.traces.schema import load_trace
 from dspark_sim.vllm.prometheus import scrape_counts
-from dspark_sim.vllm.runtime import aiperf_command, vllm_python
 
 pytestmark = pytest.mark.vllm
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _engine_or_skip():
-    try:
-        return vllm_python(), aiperf_command()
-    except InputError as exc:
-        if os.environ.get("DSPARK_SIM_REQUIRE_VLLM") == "1":
-            pytest.fail(f"vLLM is required here (DSPARK_SIM_REQUIRE_VLLM=1): {exc}")
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    _engine_or_skip()
+def served(tmp_path_factory, vllm_interpreter, aiperf_executable):
     tmp = tmp_path_factory.mktemp("vllm")
     lines = (REPO / "traces" / "validate-burst.jsonl").read_text().splitlines()[:8]
     recs = [json.loads(x) for x in lines]

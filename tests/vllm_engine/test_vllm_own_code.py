@@ -2,30 +2,19 @@
 tables, batch-size schedules and speculative-config JSON (tests/sim/test_vllm_reference.py),
 and `recommend`'s printed configs parsed by vLLM's SpeculativeConfig.
 
-Needs `make setup-vllm` (its venv has pytest); skipped without it except under
-DSPARK_SIM_REQUIRE_VLLM=1."""
+Needs `make setup-vllm` (its venv has pytest; conftest.py: skipped without it, failed under
+DSPARK_SIM_REQUIRE_VLLM=1)."""
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from dspark_sim.cli import main
-from dspark_sim.errors import InputError
-from dspark_sim.vllm.runtime import engine_env, vllm_python
+from dspark_sim.vllm.runtime import engine_env
 
 pytestmark = pytest.mark.vllm
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _python():
-    try:
-        return vllm_python()
-    except InputError as exc:
-        if os.environ.get("DSPARK_SIM_REQUIRE_VLLM") == "1":
-            pytest.fail(f"vLLM is required here (DSPARK_SIM_REQUIRE_VLLM=1): {exc}")
-        pytest.skip(str(exc))
 
 
 def _run(python, args, **kw):
@@ -34,16 +23,16 @@ def _run(python, args, **kw):
                           timeout=600, **kw)
 
 
-def test_reference_readings_pass_against_vllm_itself():
-    res = _run(_python(), ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+def test_reference_readings_pass_against_vllm_itself(vllm_interpreter):
+    res = _run(vllm_interpreter, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
                            "tests/sim/test_vllm_reference.py"])
     tail = res.stdout[-2000:] + res.stderr[-2000:]
     assert res.returncode == 0, tail
     assert "skipped" not in res.stdout.splitlines()[-1], tail       # vLLM was there to compare
 
 
-def test_recommended_configs_parse_with_vllms_speculative_config(tmp_path):
-    python = _python()
+def test_recommended_configs_parse_with_vllms_speculative_config(tmp_path, vllm_interpreter):
+    python = vllm_interpreter
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(f'{{"arrival_s": {0.1 * i:.1f}, "prompt_tokens": {40 + 17 * i % 300}, '
                              f'"output_tokens": {20 + 11 * i % 120}, "task": "chat"}}\n'
