@@ -97,7 +97,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object with token ids, "
                                      "text, accepted drafts per step, mean tau and tokens/s."),
         compare_ar: bool = typer.Option(False, "--compare-ar", help="Also decode plainly; report it "
-                                        "under 'ar' (and whether the outputs are identical)."),
+                                        "under 'ar' (and whether the outputs are identical). Both "
+                                        "decoders are warmed up, then timed twice in alternating "
+                                        "order (plain, speculative, speculative, plain); tokens/s "
+                                        "is the mean of the two runs."),
         chat: ChatOpt = True,
         verify: str = typer.Option("full", "--verify", help="full: verify every draft; scheduled: "
                                    "DSpark's hardware-aware scheduler (Algorithm 1, one request) "
@@ -105,7 +108,14 @@ def register(app: typer.Typer) -> None:
                                    "confidences and --hw's step-time curve (drafters without a "
                                    "confidence head verify all)."),
         hw: str = typer.Option("cpu-2core-smollm2-135m", "--hw", help="Hardware profile (shipped "
-                               "name or .yaml path) the scheduler reads with --verify scheduled."),
+                               "name or .yaml path) the scheduler reads with --verify scheduled "
+                               "(cpu-2core-smollm2-135m-decode-loop: this decode loop's own "
+                               "step curve on the 2-core CPU, `profile --runner decode-loop`)."),
+        skip_drafting: bool = typer.Option(True, "--skip-drafting/--no-skip-drafting", help="With "
+                                           "--verify scheduled: skip the draft step while the "
+                                           "previous steps' confidences say drafting does not "
+                                           "pay (backing off 1, 2, 4 .. 16 steps; the output is "
+                                           "unchanged)."),
         device: DeviceOpt = "auto",
         threads: ThreadsOpt = 0,
     ) -> None:
@@ -123,22 +133,37 @@ def register(app: typer.Typer) -> None:
         if tgt.tokenizer is None:
             raise InputError("the target has no tokenizer; text prompts need one", field="--target")
         ids = encode_prompt(tgt.tokenizer, prompt, chat)
-        hook = None
-        if curve is not None:
-            from ..serve.single import ScheduledVerify
-            hook = ScheduledVerify(curve, drf.kind, gamma)
-        gen = speculative_generate(tgt, drf, ids, max_new_tokens=max_new_tokens, gamma=gamma,
-                                   sampling=sampling,
-                                   generator=torch.Generator(device=tgt.device).manual_seed(seed),
-                                   verify_len=hook)
+
+        def speculative(tokens: int = max_new_tokens):
+            hook = None
+            if curve is not None:
+                from ..serve.single import ScheduledVerify
+                hook = ScheduledVerify(curve, drf.kind, gamma, skip_drafting=skip_drafting)
+            return speculative_generate(
+                tgt, drf, ids, max_new_tokens=tokens, gamma=gamma, sampling=sampling,
+                generator=torch.Generator(device=tgt.device).manual_seed(seed), verify_len=hook,
+                draft_gate=hook.draft_gate if hook is not None and skip_drafting else None)
+
+        def plain(tokens: int = max_new_tokens):
+            return plain_generate(tgt, ids, max_new_tokens=tokens, sampling=sampling,
+                                  generator=torch.Generator(device=tgt.device).manual_seed(seed))
+
+        if compare_ar:
+            speculative(8), plain(8)                          # warm-up, untimed
+            ar, gen = plain(), speculative()
+            gen2, ar2 = speculative(), plain()
+            gen.wall_s, ar.wall_s = (gen.wall_s + gen2.wall_s) / 2, (ar.wall_s + ar2.wall_s) / 2
+        else:
+            gen = speculative()
         out = {"target": tgt.name, "drafter": drf.name, "gamma": gamma, "verify": verify,
                "temperature": temperature, **_result(gen, tgt.tokenizer)}
         if gen.verified:
             out["mean_verified"] = round(sum(gen.verified) / len(gen.verified), 4)
+        if curve is not None:
+            out["skipped_draft_steps"] = gen.skipped
         if compare_ar:
-            ar = plain_generate(tgt, ids, max_new_tokens=max_new_tokens, sampling=sampling,
-                                generator=torch.Generator(device=tgt.device).manual_seed(seed))
             out["ar"] = _result(ar, tgt.tokenizer)
+            out["speedup"] = round(ar.wall_s / gen.wall_s, 4) if gen.wall_s > 0 else None
             if sampling.greedy:
                 out["identical"] = ar.output_ids == gen.output_ids
         if as_json:
@@ -149,7 +174,7 @@ def register(app: typer.Typer) -> None:
                 f"mean tau {gen.mean_tau:.2f}, mean verified {out.get('mean_verified', 0):.2f}, "
                 f"{gen.tokens_per_s:.1f} tok/s")
         if compare_ar:
-            line += f"; plain {out['ar']['tokens_per_s']:.1f} tok/s"
+            line += f"; plain {out['ar']['tokens_per_s']:.1f} tok/s ({out['speedup']:.2f}x)"
             if "identical" in out:
                 line += f", identical output: {out['identical']}"
         typer.echo(line, err=True)

@@ -151,7 +151,10 @@ def register(app: typer.Typer) -> None:
                                     "engine's setting; 1 on a shared machine)."),
         runner: str = typer.Option("engine", "--runner", help="engine: time the serving engine's own "
                                    "iteration step (dspark_sim/serve; Llama-family models); hf: "
-                                   "transformers' forward with a DynamicCache."),
+                                   "transformers' forward with a DynamicCache; decode-loop: the "
+                                   "decode core's own step for one request (target forward with "
+                                   "the first --drafters' taps, each drafter's propose; what "
+                                   "`generate --verify scheduled` runs; widths up to gamma+1)."),
         drafters: str = typer.Option("", "--drafters", help="Drafter kinds whose draft step to time "
                                      "(engine runner), e.g. ngram,mtp1,eagle3,dflash,dspark; trained "
                                      "kinds without a shipped checkpoint are timed with random "
@@ -203,18 +206,23 @@ def register(app: typer.Typer) -> None:
 
         from ..hardware.profiler import ProfileGrid
 
-        batches, contexts = batches or "1,2,4,8", contexts or "64,512"
+        batches = batches or ("1" if runner == "decode-loop" else "1,2,4,8")
+        contexts = contexts or "64,512"
         prefill_chunks = "16,64,256" if prefill_chunks is None else prefill_chunks
         repeats = 7 if repeats is None else repeats
         if (target is None) == (random_config is None):
             raise InputError("give exactly one of --target and --random-config", field="target")
         if repeats < 1 or warmup < 0 or threads < 1:
             raise InputError("--repeats and --threads must be >= 1, --warmup >= 0", field="repeats")
-        if runner not in ("engine", "hf"):
-            raise InputError(f"must be engine or hf, got {runner!r}", field="runner")
+        if runner not in ("engine", "hf", "decode-loop"):
+            raise InputError(f"must be engine, hf or decode-loop, got {runner!r}", field="runner")
         kinds = tuple(k.strip() for k in drafters.split(",") if k.strip())
-        if kinds and runner != "engine":
-            raise InputError("drafter timings need --runner engine", field="drafters")
+        if kinds and runner == "hf":
+            raise InputError("drafter timings need --runner engine or decode-loop", field="drafters")
+        if runner == "decode-loop":
+            if batches.strip() != "1":
+                raise InputError("the decode loop serves one request: --batches must be 1",
+                                 field="batches")
         draft_batches = _int_list(draft_requests, "draft-requests") if draft_requests else None
         if draft_context < 2:
             raise InputError(f"must be >= 2, got {draft_context}", field="draft-context")
@@ -255,11 +263,18 @@ def register(app: typer.Typer) -> None:
             else:
                 roof = Roofline(load_model_shape(config_ref), gpu_spec, RooflineSettings(dtype=roof_dtype))
         name = name or f"{device}-{model_name}-measured"
-        total = grid.points() + len(kinds) * len(draft_batches or grid.batches)
+        total = grid.points() + len(kinds) * (len(grid.contexts) if runner == "decode-loop"
+                                              else len(draft_batches or grid.batches))
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("timing", total=total)
             advance = lambda t: bar.advance(task)  # noqa: E731
-            if runner == "engine":
+            if runner == "decode-loop":
+                from ..decode.drafters import make_drafter
+                from ..decode.loop_profile import measure_decode_loop_profile
+                gamma = max(grid.widths) - 1
+                prof, fit = measure_decode_loop_profile(tgt, [make_drafter(k, tgt) for k in kinds], grid,
+                                                        gamma, device, name, model_name, seed, advance)
+            elif runner == "engine":
                 prof, fit = measure_engine_profile(tgt, grid, device, name, model_name, seed, roof,
                                                    kinds, draft_batches, draft_context, advance)
             else:

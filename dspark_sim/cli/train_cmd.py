@@ -70,10 +70,15 @@ def register(app: typer.Typer) -> None:
         batch_size: int = typer.Option(32, "--batch-size", help="Prompts generated together."),
         max_new_tokens: int = typer.Option(160, "--max-new-tokens", help="Longest answer."),
         seed: int = typer.Option(0, "--seed", help="Seed of prompt selection and sampling."),
+        pack: Optional[Path] = typer.Option(None, "--pack", help="Afterwards also write every "
+                                            "answer in --out as one compressed .npz of token ids "
+                                            "(what `train --data` reads without the shards)."),
         device: DeviceOpt = "auto",
         threads: ThreadsOpt = 0,
     ) -> None:
         """Self-distillation: the target answers training prompts; answers are cached on disk."""
+        if pack is not None and pack.suffix != ".npz":
+            raise InputError("must end in .npz", file=pack, field="--pack")
         from ..train.pipeline import distill as run_distill
         from ..train.prompts import default_training_prompts, read_prompt_jsonl
 
@@ -96,13 +101,19 @@ def register(app: typer.Typer) -> None:
                             batch_size=batch_size, max_new_tokens=max_new_tokens, seed=seed,
                             on_batch=on_batch)
         typer.echo(f"wrote {n} new answers to {out}")
+        if pack is not None:
+            from ..train.selfdistill import read_records, write_records_npz
+            records = read_records(out)
+            write_records_npz(records, pack)
+            typer.echo(f"packed {len(records)} answers into {pack}")
 
     @app.command()
     def train(
         drafter: str = typer.Option(..., "--drafter", help="Drafter kind: mtp1, eagle3, dflash or dspark."),
         data: list[Path] = typer.Option(..., "--data", help="Self-distillation directories "
-                                        "(from `dspark-sim distill`); the target-feature cache is "
-                                        "built inside the first one and reused."),
+                                        "(from `dspark-sim distill`) or packed .npz files "
+                                        "(`distill --pack`); the target-feature cache is built "
+                                        "inside the first directory (beside a .npz) and reused."),
         out: Path = typer.Option(..., "--out", help="Run directory: checkpoints, metrics.jsonl, "
                                  "summary.json, and the exported drafter in OUT/drafter."),
         target: TargetOpt = "embedded",
@@ -116,6 +127,14 @@ def register(app: typer.Typer) -> None:
                                         "in the data); 0 = the full vocabulary."),
         seq_head: str = typer.Option("markov", "--seq-head", help="DSpark sequential head: markov or rnn."),
         seq_rank: int = typer.Option(64, "--seq-rank", help="DSpark head rank (0 = no head)."),
+        seq_init: str = typer.Option("bigram", "--seq-init", help="DSpark sequential head's start: "
+                                     "bigram (a truncated SVD of the data's centred bigram "
+                                     "log-probabilities over the draft vocabulary) or zero (no "
+                                     "bias at step 0; a saddle that barely moves in a CPU budget)."),
+        seq_init_scale: float = typer.Option(1.0, "--seq-init-scale", help="Multiplier of the "
+                                             "bigram start's bias (--seq-init bigram)."),
+        seq_lr_mult: float = typer.Option(1.0, "--seq-lr-mult", help="Learning rate of DSpark's "
+                                          "sequential head as a multiple of --lr."),
         confidence: bool = typer.Option(True, "--confidence/--no-confidence", help="DSpark confidence head."),
         lr: float = typer.Option(6e-4, "--lr", help="Peak AdamW learning rate."),
         row_len: int = typer.Option(1024, "--row-len", help="Tokens per packed training row."),
@@ -146,8 +165,9 @@ def register(app: typer.Typer) -> None:
         if seq_head not in ("markov", "rnn"):
             raise InputError(f"must be markov or rnn, got {seq_head!r}", field="--seq-head")
         for d in data:
-            if not d.is_dir():
-                raise InputError("not a directory", file=d, field="--data")
+            if not (d.is_dir() or (d.suffix == ".npz" and d.is_file())):
+                raise InputError("not a self-distillation directory or .npz pack", file=d,
+                                 field="--data")
         tgt = _target(target, device, threads)
         torch.manual_seed(seed)
         from ..decode.target import default_taps
@@ -164,10 +184,13 @@ def register(app: typer.Typer) -> None:
                     confidence=confidence)
         if layers > 0:
             arch["num_layers"] = layers
-        module = new_drafter(drafter, tgt, cache, **arch)
+        if seq_lr_mult <= 0:
+            raise InputError(f"must be > 0, got {seq_lr_mult}", field="--seq-lr-mult")
+        module = new_drafter(drafter, tgt, cache, seq_init=seq_init, seq_init_scale=seq_init_scale,
+                             seed=seed, **arch)
         cfg = TrainConfig(lr=lr, row_len=row_len, rows_per_batch=rows, steps=steps,
                           budget_minutes=budget_minutes, seed=seed, checkpoint_minutes=checkpoint_minutes,
-                          autocast_bf16=tgt.device.type == "cuda",
+                          autocast_bf16=tgt.device.type == "cuda", seq_lr_mult=seq_lr_mult,
                           loss=LossWeights(anchors_per_row=anchors))
         with _progress(f"training {drafter}") as bar:
             task = bar.add_task("train", total=None, info="")

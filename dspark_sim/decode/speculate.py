@@ -3,7 +3,7 @@ roll back. With `NoDrafter` the same loop is plain autoregressive decoding.
 
 Per step, with committed tokens s_0..s_t (anchor s_t, KV cache holding s_0..s_{t-1}):
 
-    draft  x_1..x_k = drafter.propose(ctx)           k <= gamma
+    draft  x_1..x_k = drafter.propose(ctx)           k <= gamma (k = 0 if a gate skips drafting)
     l      = verify_len(draft) or k                  a scheduler may verify fewer
     logits = target.forward([s_t, x_1..x_l])         (l + 1, V), KV cache grows by l + 1
     n, y   = verify(x_1..x_l, logits)                n accepted drafts, then token y
@@ -33,6 +33,7 @@ class Generation:
     accepted: list[int] = field(default_factory=list)      # drafts accepted per verification step
     verified: list[int] = field(default_factory=list)      # drafts verified per step (l)
     confidence: list[list[float]] = field(default_factory=list)  # c_1..c_k per step, if any
+    skipped: int = 0                                       # steps whose draft step was skipped
     finish: str = "length"                                 # "eos" | "length"
     wall_s: float = 0.0                                    # prefill + decode, wall clock
 
@@ -53,17 +54,21 @@ class Generation:
 
 
 VerifyLen = Callable[[Draft, Context], int]
+DraftGate = Callable[[Context], bool]
 
 
 def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int], *,
                          max_new_tokens: int, gamma: int, sampling: Sampling = Sampling(),
                          generator: torch.Generator | None = None,
-                         verify_len: VerifyLen | None = None) -> Generation:
+                         verify_len: VerifyLen | None = None,
+                         draft_gate: DraftGate | None = None) -> Generation:
     """Generate up to `max_new_tokens` after `prompt_ids`, exactly as the target alone would.
 
     The first token comes from the prefill. An emitted EOS ends the request. The last step may
     verify drafts beyond the token budget: its acceptance is recorded as measured, but no
-    more than `max_new_tokens` tokens are ever emitted.
+    more than `max_new_tokens` tokens are ever emitted. `draft_gate(ctx)`, asked before each
+    draft step, may skip it (the step then verifies the anchor alone, a plain decoding step); it
+    must decide from earlier steps only, so the output stays exactly the target's.
     """
     if gamma < 1 or max_new_tokens < 1:
         raise ValueError(f"need gamma >= 1 and max_new_tokens >= 1, got {gamma}, {max_new_tokens}")
@@ -81,9 +86,13 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
     drafter.begin(ctx)
 
     while len(gen.output_ids) < max_new_tokens and last not in target.eos_token_ids:
-        draft = drafter.propose(ctx, gamma, sampling, generator)
+        if draft_gate is not None and not draft_gate(ctx):
+            draft = Draft.empty(target.device)
+            gen.skipped += 1
+        else:
+            draft = drafter.propose(ctx, gamma, sampling, generator)
         l = min(len(draft), gamma)
-        if verify_len is not None:
+        if verify_len is not None and len(draft) > 0:
             l = max(0, min(l, verify_len(draft, ctx)))
         draft = draft.head(l)
         ids = torch.cat([torch.tensor([ctx.anchor], device=draft.tokens.device), draft.tokens])

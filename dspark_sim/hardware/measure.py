@@ -84,6 +84,10 @@ RUNNER_NOTES = {
                "each row's greedy verification) and one request's prefill chunk from an empty "
                "region; draft_time is the engine's draft step for R requests (each committing one "
                "token, then proposing)"),
+    "decode-loop": ("the decode loop's own steps for one request (dspark_sim/decode/loop_profile.py): "
+                    "the target's forward of w tokens with the drafter's feature taps over a "
+                    "transformers cache of each context, the drafter's propose() after committing "
+                    "one token, and one prompt chunk's prefill from an empty cache"),
     "vllm": ("a vLLM server's own iterations (dspark_sim/vllm/profile.py): bursts of R requests "
              "of C prompt tokens decoding together, each steady iteration's model time from vLLM's "
              "iteration log plus the burst's engine overhead per iteration (its span minus the "

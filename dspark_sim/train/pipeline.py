@@ -50,7 +50,9 @@ def feature_cache(target: Any, data_dirs: list[Path], taps: list[int], *, max_le
     """The target-feature cache of the data (built once, resumable, then reused)."""
     fp = target_fingerprint(target.embed_tokens.weight)
     if cache_dir is None:
-        cache_dir = Path(data_dirs[0]) / f"features-{fp}-taps{'-'.join(map(str, taps))}"
+        first, name = Path(data_dirs[0]), f"features-{fp}-taps{'-'.join(map(str, taps))}"
+        # a shard directory holds its cache; a packed .npz gets one beside it
+        cache_dir = first.parent / f"{first.stem}.{name}" if first.is_file() else first / name
     meta = cache_dir / "meta.json"
     if meta.is_file():
         m = json.loads(meta.read_text())
@@ -77,8 +79,15 @@ def draft_vocabulary(cache: FeatureCache, size: int, always: set[int]) -> torch.
     return torch.tensor(order[:size], dtype=torch.int32)
 
 
-def new_drafter(kind: str, target: Any, cache: FeatureCache, **arch: Any) -> torch.nn.Module:
-    """A fresh drafter for `target` on the cache's taps, its draft vocabulary set from the data."""
+def new_drafter(kind: str, target: Any, cache: FeatureCache, *, seq_init: str = "bigram",
+                seq_init_scale: float = 1.0, seed: int = 0, **arch: Any) -> torch.nn.Module:
+    """A fresh drafter for `target` on the cache's taps, its draft vocabulary set from the data.
+
+    DSpark's sequential head starts from the data's bigram statistics (`seq_init="bigram"`,
+    train/seqinit.py) or from the zero bias (`"zero"`: W2 = 0, the old start, a saddle)."""
+    if seq_init not in ("bigram", "zero"):
+        raise InputError(f"must be bigram or zero, got {seq_init!r}", field="--seq-init")
+    torch.manual_seed(seed)
     cfg = DrafterConfig.for_target(kind, target.model.config, taps=list(cache.taps),
                                    target=target.name,
                                    target_fingerprint=target_fingerprint(target.embed_tokens.weight),
@@ -90,6 +99,11 @@ def new_drafter(kind: str, target: Any, cache: FeatureCache, **arch: Any) -> tor
     if not module.vocab.is_full:
         module.vocab.set_ids(draft_vocabulary(cache, module.vocab.size, set(target.eos_token_ids)))
     module.bind_target(target.embed_tokens.weight, target.lm_head.weight)
+    head = getattr(module, "seq_head", None)
+    if head is not None and seq_init == "bigram":
+        from .seqinit import init_seq_head_from_bigrams
+        module.seq_init = init_seq_head_from_bigrams(head, cache, module.vocab.ids, module.vocab.vocab_size,
+                                                     scale=seq_init_scale, seed=seed)
     return module
 
 
@@ -114,6 +128,7 @@ def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run
         "data": {"records": len(cache.entries), "tokens": int(cache.meta["n_tokens"]),
                  "train_records": len(trainer.train_ids), "val_records": len(trainer.val_ids)},
         "parameters": sum(p.numel() for p in module.parameters()),
+        "seq_init": getattr(module, "seq_init", None),
         "checkpoint": str(export_dir),
     }
     write_json_atomic(run_dir / "summary.json", summary)

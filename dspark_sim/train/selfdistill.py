@@ -3,6 +3,9 @@
 Generation is batched and resumable: every finished batch is appended as one JSONL shard
 (written atomically), and a restart skips the prompt ids already present in any shard.
 Each record holds the chat-templated prompt ids and the target's response ids.
+A finished data set can be packed into one compressed `.npz` of token ids (`write_records_npz`;
+a few MB for the default mix), which `read_records` and `dspark-sim train --data` accept in
+place of the shard directory, so retraining never has to re-run the target.
 """
 from __future__ import annotations
 
@@ -43,9 +46,60 @@ def chat_prompt_ids(tokenizer: Any, text: str, max_prompt_tokens: int) -> list[i
     return ids[-max_prompt_tokens:]
 
 
+NPZ_SCHEMA = "dspark-sim/selfdistill/v1"
+
+
+def write_records_npz(records: list[DistillRecord], path: str | Path) -> Path:
+    """Pack records into one compressed npz of token ids (int32), written atomically."""
+    from ..fileio import atomic_path
+
+    def ragged(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        lengths = np.array([len(x) for x in seqs], dtype=np.int64)
+        flat = np.fromiter((t for x in seqs for t in x), dtype=np.int32, count=int(lengths.sum()))
+        return flat, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+    p_flat, p_off = ragged([r.prompt_ids for r in records])
+    r_flat, r_off = ragged([r.response_ids for r in records])
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, schema=np.array(NPZ_SCHEMA), ids=np.array([r.id for r in records]),
+                            tasks=np.array([r.task for r in records]),
+                            temperatures=np.array([r.temperature for r in records], dtype=np.float32),
+                            prompt_tokens=p_flat, prompt_offsets=p_off,
+                            response_tokens=r_flat, response_offsets=r_off)
+    return path
+
+
+def read_records_npz(path: str | Path) -> list[DistillRecord]:
+    """The records of a packed npz (`write_records_npz`)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["schema"]) != NPZ_SCHEMA:
+                raise InputError(f"not a self-distillation pack (schema {str(z['schema'])!r}, "
+                                 f"expected {NPZ_SCHEMA!r})", file=path, field="schema")
+            ids, tasks, temps = z["ids"], z["tasks"], z["temperatures"]
+            pt, po, rt, ro = (z[k] for k in ("prompt_tokens", "prompt_offsets",
+                                              "response_tokens", "response_offsets"))
+    except InputError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"unreadable self-distillation pack: {exc}", file=path) from None
+    n = len(ids)
+    if not (len(tasks) == len(temps) == n and len(po) == len(ro) == n + 1
+            and po[-1] == len(pt) and ro[-1] == len(rt)):
+        raise InputError("inconsistent array lengths in the self-distillation pack", file=path)
+    return [DistillRecord(id=str(ids[i]), task=str(tasks[i]), temperature=float(temps[i]),
+                          prompt_ids=pt[po[i]:po[i + 1]].tolist(),
+                          response_ids=rt[ro[i]:ro[i + 1]].tolist()) for i in range(n)]
+
+
 def read_records(data_dir: str | Path) -> list[DistillRecord]:
-    """All records of a self-distillation directory (shards in name order)."""
+    """All records of a self-distillation directory (shards in name order) or packed npz."""
     data_dir = Path(data_dir)
+    if data_dir.suffix == ".npz" and data_dir.is_file():
+        return read_records_npz(data_dir)
     shards = sorted(data_dir.glob("shard-*.jsonl"))
     if not shards:
         raise InputError("no self-distillation shards (shard-*.jsonl) found", file=data_dir)

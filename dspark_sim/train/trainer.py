@@ -42,6 +42,7 @@ class TrainConfig:
     seed: int = 0
     val_fraction: float = 0.03
     checkpoint_minutes: float = 5.0
+    seq_lr_mult: float = 1.0           # DSpark's sequential head: learning rate x this
     autocast_bf16: bool = False
     loss: LossWeights = field(default_factory=LossWeights)
 
@@ -53,6 +54,19 @@ def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
         return cfg.lr * (step + 1) / warm
     progress = (step - warm) / max(1, total - warm)
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def param_groups(module: nn.Module, seq_lr_mult: float) -> list[dict]:
+    """AdamW groups: DSpark's sequential head (if any) at `seq_lr_mult` x the learning rate,
+    everything else at 1x."""
+    head = getattr(module, "seq_head", None)
+    head_ids = {id(p) for p in head.parameters()} if head is not None else set()
+    rest = [p for p in module.parameters() if p.requires_grad and id(p) not in head_ids]
+    groups = [{"params": rest, "lr_mult": 1.0}]
+    if head_ids:
+        groups.append({"params": [p for p in head.parameters() if p.requires_grad],
+                       "lr_mult": seq_lr_mult})
+    return groups
 
 
 class Trainer:
@@ -67,8 +81,8 @@ class Trainer:
         self.on_step = on_step
         self.train_ids, self.val_ids = split_entries(cache, cfg.val_fraction)
         self.params = [p for p in module.parameters() if p.requires_grad]
-        self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                                     betas=(0.9, 0.95))
+        self.opt = torch.optim.AdamW(param_groups(module, cfg.seq_lr_mult), lr=cfg.lr,
+                                     weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
         self.step = 0
         self.total = cfg.steps
         self.elapsed = 0.0
@@ -123,7 +137,7 @@ class Trainer:
     def _one_step(self) -> dict:
         batch = make_batch(self.cache, self._rows_for(self.step), self.cfg.row_len).to(self.device)
         for group in self.opt.param_groups:
-            group["lr"] = lr_at(self.step, max(self.total, 1), self.cfg)
+            group["lr"] = lr_at(self.step, max(self.total, 1), self.cfg) * group.get("lr_mult", 1.0)
         self.module.train()
         ctx = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.cfg.autocast_bf16 \
             else torch.autocast(self.device.type, enabled=False)

@@ -114,3 +114,24 @@ def test_embedded_model_matches_generate(embedded, name):
         accepted += sum(gen.accepted)
     assert name == "none" or accepted > 0
     print(f"{name}: {len(prompts_)} prompts, " + ("; ".join(ties) or "no floating-point ties"))
+
+
+@pytest.mark.slow
+def test_embedded_scheduled_skip_drafting_matches_generate(embedded):
+    """DSpark's one-request scheduler as the draft gate (steps whose draft it skips are plain
+    steps) keeps the output identical on the slow prompts, and both paths are taken."""
+    from dspark_sim.profiles.registry import load_hw_profile
+    from dspark_sim.serve.single import ScheduledVerify
+
+    target, prompts_, refs = embedded
+    drafter = make_drafter("dspark", target)
+    hw = load_hw_profile("cpu-2core-smollm2-135m")
+    skipped = drafted = 0
+    for i, (ids, (ref, logits)) in enumerate(zip(prompts_, refs)):
+        hook = ScheduledVerify(hw, "dspark", 7, skip_drafting=True)
+        gen = speculative_generate(target, drafter, ids, max_new_tokens=NEW_TOKENS, gamma=7,
+                                   verify_len=hook, draft_gate=hook.draft_gate)
+        compare(ref, logits, gen.output_ids, f"embedded scheduled dspark prompt {i}")
+        skipped += gen.skipped
+        drafted += gen.steps - gen.skipped
+    assert skipped > 0 and drafted > 0, (skipped, drafted)

@@ -1,0 +1,79 @@
+"""The one-request scheduler as the decode loop's draft gate (serve/single.py): it skips draft
+steps, with a growing back-off, while the latest confidences say drafting does not pay, and
+never decides from the current step's drafts."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dspark_sim.decode.context import Context
+from dspark_sim.decode.drafters.base import Draft
+from dspark_sim.decode.loop_profile import speedup_bound, survival_from_tau_histogram
+from dspark_sim.profiles.curve import Curve
+from dspark_sim.profiles.hardware import HardwareProfile
+from dspark_sim.serve.single import ScheduledVerify
+
+GAMMA = 4
+
+
+def _hw(step_ms: dict[int, float], draft_ms: float) -> HardwareProfile:
+    xs = sorted(step_ms)
+    return HardwareProfile(name="toy", source="measured",
+                           step_curve=Curve.of(xs, [step_ms[x] / 1e3 for x in xs]),
+                           per_context_token_s=0.0, max_batch_tokens=16, max_batch_requests=1,
+                           draft_curves={"dspark": Curve.of([1], [draft_ms / 1e3])})
+
+
+# a CPU-like curve: a second token costs 40% more, a draft step 12 ms of a 50 ms step
+CPU = _hw({1: 50, 2: 70, 3: 72, 4: 74, 5: 76, 16: 100}, 12)
+
+
+def _draft(conf: list[float]) -> Draft:
+    return Draft(torch.arange(len(conf)), confidence=torch.tensor(conf))
+
+
+def _ctx() -> Context:
+    return Context(tokens=[1, 2, 3], prompt_len=3)
+
+
+def test_the_gate_backs_off_while_drafting_does_not_pay_and_resets_when_it_does():
+    hook = ScheduledVerify(CPU, "dspark", GAMMA, skip_drafting=True, max_skip=4)
+    pattern = []
+    weak, strong = [0.2, 0.2, 0.2, 0.2], [0.99, 0.99, 0.99, 0.99]
+    for conf in [weak, weak, weak, weak, strong, weak]:
+        assert hook.draft_gate(_ctx())              # a probe: drafting happens
+        hook(_draft(conf), _ctx())
+        skipped = 0
+        while not hook.draft_gate(_ctx()):
+            skipped += 1
+        pattern.append(skipped)
+        hook._skip_left = 0                         # the probe above consumed the gate
+    assert pattern == [1, 2, 4, 4, 0, 1]
+
+
+def test_drafting_pays_compares_against_a_plain_step_without_the_draft_cost():
+    hook = ScheduledVerify(CPU, "dspark", GAMMA, skip_drafting=True)
+    # one draft at 0.9: (1 + 0.9) / (70 + 12) ms = 23.2 tok/s  vs  1 / 50 ms = 20 tok/s
+    assert hook.drafting_pays(np.array([0.9, 0.0, 0.0, 0.0]), 0)
+    # at 0.6 the scheduler would still verify it once drafted (1.6 / 82 > 1 / 62) but drafting
+    # does not pay against a plain step (1.6 / 82 < 1 / 50)
+    assert not hook.drafting_pays(np.array([0.6, 0.0, 0.0, 0.0]), 0)
+    assert hook(_draft([0.6, 0.0, 0.0, 0.0]), _ctx()) == 1
+
+
+def test_without_skip_drafting_the_gate_always_drafts():
+    hook = ScheduledVerify(CPU, "dspark", GAMMA)
+    hook(_draft([0.01] * GAMMA), _ctx())
+    assert all(hook.draft_gate(_ctx()) for _ in range(5))
+
+
+def test_the_speedup_bound():
+    step = {1: 0.050, 2: 0.070, 3: 0.072, 4: 0.074, 5: 0.076}
+    # every draft accepted: tau(4) = 5 at 76 + 10 ms  ->  5 x 50 / 86
+    bound, k = speedup_bound(step.__getitem__, 0.010, np.ones(4))
+    assert k == 4 and bound == pytest.approx(5 * 50 / 86)
+    # nothing accepted: plain decoding (k = 0) is the best, bound 1
+    assert speedup_bound(step.__getitem__, 0.010, np.zeros(4)) == (1.0, 0)
+    surv = survival_from_tau_histogram([0, 1, 4, 2, 3], [4, 4, 4, 4, 2], 4)
+    assert surv.tolist() == [0.75, 0.5, 0.25, 0.25]
