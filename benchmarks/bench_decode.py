@@ -5,16 +5,23 @@ drafter verifying all gamma drafts ("full"), optionally the drafter with DSpark'
 hardware-aware scheduler choosing how many drafts to verify ("scheduled", needs a confidence
 head; the curve comes from --hw) and transformers' generate(). Prints, per task, median
 tokens/s of each decoder, mean tau and drafts verified per step, the median per-prompt ratio to
-plain decoding, and whether greedy outputs equal plain decoding's. Usage:
+plain decoding, and whether greedy outputs equal plain decoding's. The scheduled decoder skips
+draft steps while the previous steps' confidences say drafting does not pay (`--skip-drafting`;
+`both` also runs it without). Beside the measured ratio it prints the bound that the step curve
+and the measured acceptance allow, max over k of tau(k) x S(1) / (S(k + 1) + draft time), with
+tau(k) from the full-gamma run's steps (decode/loop_profile.py). `--hw measure` times this decode
+loop's own step curve first (`dspark-sim profile --runner decode-loop` writes the same thing to a
+file). Usage:
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_decode.py [--drafter dspark --scheduled]
-        [--tasks math=../shared/prompts/gsm8k/test.jsonl,...] [--prompts 4] [--tokens 96]
-        [--threads 1] [--json OUT]
+        [--hw measure] [--tasks math=../shared/prompts/gsm8k/test.jsonl,...] [--prompts 4]
+        [--tokens 96] [--threads 1] [--json OUT]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -36,7 +43,11 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96, help="new tokens per prompt")
     ap.add_argument("--gamma", type=int, default=7)
     ap.add_argument("--scheduled", action="store_true", help="also run the one-request scheduler")
-    ap.add_argument("--hw", default="cpu-2core-smollm2-135m", help="hardware profile for --scheduled")
+    ap.add_argument("--hw", default="cpu-2core-smollm2-135m-decode-loop",
+                    help="hardware profile for --scheduled and the bound (a name or .yaml), or "
+                         "'measure': time this decode loop's step curve first")
+    ap.add_argument("--skip-drafting", choices=("on", "off", "both"), default="on",
+                    help="the scheduled decoder's draft gate (both: run it with and without)")
     ap.add_argument("--hf", action="store_true", help="also time transformers' generate()")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", default="", help="write per-prompt results to this JSON file")
@@ -51,41 +62,47 @@ def main() -> None:
         g = speculative_generate(target, drafter, ids, max_new_tokens=args.tokens, gamma=args.gamma,
                                  verify_len=hook)
         verified = sum(g.verified) / len(g.verified) if g.verified else 0.0
-        return g.output_ids, g.wall_s, g.mean_tau, verified
+        return g.output_ids, g.wall_s, g.mean_tau, verified, 0.0, g.accepted, g.verified, \
+            len(ids) + len(g.output_ids) / 2
 
     def plain(ids):
         g = plain_generate(target, ids, max_new_tokens=args.tokens)
-        return g.output_ids, g.wall_s, 1.0, 0.0
+        return g.output_ids, g.wall_s, 1.0, 0.0, 0.0
 
-    if args.scheduled:
-        from dspark_sim.profiles.registry import load_hw_profile
+    curve = hardware_curve(args, target, drafter)
+
+    def scheduled(ids, skip=True):
         from dspark_sim.serve.single import ScheduledVerify
-        curve = load_hw_profile(args.hw)
-
-    def scheduled(ids):
-        return run(ids, ScheduledVerify(curve, drafter.kind, args.gamma))
+        hook = ScheduledVerify(curve, drafter.kind, args.gamma, skip_drafting=skip)
+        g = speculative_generate(target, drafter, ids, max_new_tokens=args.tokens, gamma=args.gamma,
+                                 verify_len=hook, draft_gate=hook.draft_gate if skip else None)
+        verified = sum(g.verified) / len(g.verified) if g.verified else 0.0
+        return g.output_ids, g.wall_s, g.mean_tau, verified, g.skipped / max(g.steps, 1)
 
     def hf(ids):
         x = torch.tensor([ids])
         start = time.perf_counter()
         out = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=args.tokens,
                                     do_sample=False)
-        return out[0, len(ids):].tolist(), time.perf_counter() - start, 1.0, 0.0
+        return out[0, len(ids):].tolist(), time.perf_counter() - start, 1.0, 0.0, 0.0
 
     runners = {"plain": plain, "full": run}
-    if args.scheduled:
+    if args.scheduled and args.skip_drafting in ("on", "both"):
         runners["scheduled"] = scheduled
+    if args.scheduled and args.skip_drafting in ("off", "both"):
+        runners["sched-noskip"] = lambda ids: scheduled(ids, skip=False)
     if args.hf:
         runners["hf-generate"] = hf
     run(encode_prompt(target.tokenizer, "Hello"))              # warm-up
     plain(encode_prompt(target.tokenizer, "Hello"))
     print(f"embedded SmolLM2-135M, CPU fp32, {args.threads} thread(s), drafter {args.drafter}, "
           f"{args.tokens} new tokens, gamma {args.gamma}, {args.prompts} prompts per task"
-          + (f", scheduler curve {args.hw}" if args.scheduled else ""))
+          + f", step curve {curve.name}; load {os.getloadavg()[0]:.2f}")
     head = " ".join(f"{k + ' tok/s':>16}" for k in runners)
     ratios_head = " ".join(f"{k + '/plain':>16}" for k in runners if k != "plain")
-    print(f"{'task':6} {head} {'tau full':>9} {'tau sched':>9} {'verified':>9} {ratios_head} identical")
-    records = []
+    print(f"{'task':6} {head} {'tau full':>9} {'tau sched':>9} {'verified':>9} {'skipped':>8} "
+          f"{ratios_head} {'bound':>7} identical")
+    records, bounds = [], {}
     for task, prompts in sets.items():
         rows = []
         for i, p in enumerate(prompts):
@@ -94,24 +111,68 @@ def main() -> None:
             order = names[i % len(names):] + names[: i % len(names)]
             res = {k: runners[k](ids) for k in order}
             row = {"task": task, "source": p.source, **{k: {"tokens": len(v[0]), "wall_s": v[1], "tau": v[2],
-                                                   "verified": v[3]} for k, v in res.items()},
-                   "identical": all(v[0] == res["plain"][0] for v in res.values())}
+                                                   "verified": v[3], "skipped": v[4]} for k, v in res.items()},
+                   "identical": all(v[0] == res["plain"][0] for v in res.values()),
+                   "full_steps": {"accepted": res["full"][5], "verified": res["full"][6],
+                                  "mean_context": res["full"][7]}}
             rows.append(row)
             print(f"  {p.source}: " + ", ".join(f"{k} {v['tokens'] / v['wall_s']:.1f} tok/s"
-                                                 for k, v in row.items() if isinstance(v, dict))
+                                                 for k, v in row.items() if k in runners)
                   + f", identical {row['identical']}", file=sys.stderr, flush=True)
         records += rows
         med = {k: statistics.median(r[k]["tokens"] / r[k]["wall_s"] for r in rows) for k in runners}
         ratio = {k: statistics.median((r[k]["tokens"] / r[k]["wall_s"]) / (r["plain"]["tokens"] / r["plain"]["wall_s"])
                                       for r in rows) for k in runners if k != "plain"}
         tau = {k: statistics.mean(r[k]["tau"] for r in rows) for k in runners}
-        ver = statistics.mean(r["scheduled"]["verified"] for r in rows) if args.scheduled else float("nan")
+        sched = "scheduled" if "scheduled" in runners else "sched-noskip"
+        ver = statistics.mean(r[sched]["verified"] for r in rows) if args.scheduled else float("nan")
+        skipped = statistics.mean(r[sched]["skipped"] for r in rows) if args.scheduled else float("nan")
+        bound, best_k = task_bound(rows, curve, drafter.kind, args.gamma)
+        bounds[task] = {"bound": bound, "best_k": best_k}
         print(f"{task:6} " + " ".join(f"{med[k]:16.1f}" for k in runners)
-              + f" {tau['full']:9.2f} {tau.get('scheduled', float('nan')):9.2f} {ver:9.2f} "
+              + f" {tau['full']:9.2f} {tau.get(sched, float('nan')):9.2f} {ver:9.2f} {skipped:8.2f} "
               + " ".join(f"{ratio[k]:15.2f}x" for k in ratio)
-              + f" {sum(r['identical'] for r in rows)}/{len(rows)}")
+              + f" {bound:6.2f}x {sum(r['identical'] for r in rows)}/{len(rows)}")
+    print(f"bound: max over k of tau(k) x S(1) / (S(k + 1) + draft), S and draft from {curve.name} "
+          f"at each task's mean context, tau(k) from the full-gamma steps; best k per task: "
+          + ", ".join(f"{t} {b['best_k']}" for t, b in bounds.items()))
     if args.json:
-        write_json_atomic(args.json, {"args": vars(args), "records": records})
+        write_json_atomic(args.json, {"args": vars(args), "records": records, "bounds": bounds,
+                                      "curve": curve.name, "load_after": os.getloadavg()[0]})
+
+
+def hardware_curve(args, target, drafter):
+    """The step curve the scheduler and the bound read: a profile by name/path, or this decode
+    loop's own curve timed now (`--hw measure`, widths 1..gamma+1 at a 256-token context)."""
+    if args.hw != "measure":
+        from dspark_sim.profiles.registry import load_hw_profile
+        return load_hw_profile(args.hw)
+    from dspark_sim.decode.loop_profile import measure_decode_loop_profile
+    from dspark_sim.hardware.profiler import ProfileGrid
+
+    grid = ProfileGrid((1,), tuple(range(1, args.gamma + 2)), (256,), (), repeats=7, warmup=2)
+    prof, _ = measure_decode_loop_profile(target, [drafter], grid, args.gamma, "cpu",
+                                          "decode-loop-measured-now", "SmolLM2-135M-Instruct")
+    steps = ", ".join(f"{x}: {y * 1e3:.1f}" for x, y in zip(prof.step_curve.x, prof.step_curve.y))
+    print(f"decode-loop step curve (ms at w tokens): {steps}; draft "
+          f"{prof.draft_time(drafter.kind, 1) * 1e3:.1f} ms", file=sys.stderr)
+    return prof
+
+
+def task_bound(rows, curve, kind: str, gamma: int) -> tuple[float, int]:
+    """The speedup bound of one task from its full-gamma steps and the curve."""
+    from dspark_sim.decode.loop_profile import speedup_bound, survival_from_tau_histogram
+    from dspark_sim.sim.costs import IterationCost
+
+    accepted = [a for r in rows for a in r["full_steps"]["accepted"]]
+    verified = [v for r in rows for v in r["full_steps"]["verified"]]
+    context = statistics.mean(r["full_steps"]["mean_context"] for r in rows)
+    cost = IterationCost(curve, kind, scheduler_drafts=gamma)
+    steps = cost.step_seconds(list(range(gamma + 2)))
+    draft = float(cost.draft_seconds([1], [gamma])[0])
+    ctx_s = cost.per_context * context
+    return speedup_bound(lambda w: float(steps[w]) + ctx_s, draft,
+                         survival_from_tau_histogram(accepted, verified, gamma))
 
 
 if __name__ == "__main__":

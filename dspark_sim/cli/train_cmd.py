@@ -116,6 +116,10 @@ def register(app: typer.Typer) -> None:
                                         "inside the first directory (beside a .npz) and reused."),
         out: Path = typer.Option(..., "--out", help="Run directory: checkpoints, metrics.jsonl, "
                                  "summary.json, and the exported drafter in OUT/drafter."),
+        features: Optional[Path] = typer.Option(None, "--features", help="Directory of the "
+                                                "target-feature cache (built there on first use, "
+                                                "reused by later runs) [inside the first --data "
+                                                "directory, or beside a .npz]."),
         target: TargetOpt = "embedded",
         budget_minutes: float = typer.Option(0.0, "--budget-minutes", help="Training time budget; "
                                              "the step count is fixed after timing the first steps."),
@@ -179,7 +183,7 @@ def register(app: typer.Typer) -> None:
                 bar.update(task, completed=done, total=total)
                 if done % 200 == 0 or done == total:
                     _log(f"features {done}/{total}")
-            cache = feature_cache(tgt, list(data), taps, on_progress=on_progress)
+            cache = feature_cache(tgt, list(data), taps, cache_dir=features, on_progress=on_progress)
         arch = dict(gamma=gamma, draft_vocab=draft_vocab, seq_head=seq_head, seq_rank=seq_rank,
                     confidence=confidence)
         if layers > 0:
