@@ -9,7 +9,7 @@ import json
 import numpy as np
 
 from .cases_traces import GOOD_TRACE
-from .kit import Case, lines
+from .kit import Case, changed, lines
 
 CONFIG = {"kind": "dspark", "hidden_size": 576, "num_heads": 9, "num_kv_heads": 3, "head_dim": 64,
           "intermediate_size": 1536, "vocab_size": 49152, "num_target_layers": 30,
@@ -21,13 +21,7 @@ CONFIG = {"kind": "dspark", "hidden_size": 576, "num_heads": 9, "num_kv_heads": 
 
 def _config(**changes) -> tuple[str, int]:
     """config.json text (one key per line) with changes, and the line of the first changed key."""
-    doc = dict(CONFIG)
-    for k, v in changes.items():
-        if v is None:
-            doc.pop(k)
-        else:
-            doc[k] = v
-    text = _dump_config(doc)
+    text = _dump_config(changed(CONFIG, **changes))
     key = next(iter(changes))
     return text, _key_line(text, key)
 
@@ -94,13 +88,7 @@ SHARD = [{"id": "p-1", "task": "chat", "temperature": 0.0, "prompt_ids": [1, 2, 
 
 
 def _shard2(**changes) -> str:
-    row = dict(SHARD[1])
-    for k, v in changes.items():
-        if v is None:
-            row.pop(k)
-        else:
-            row[k] = v
-    return lines(SHARD[0], row)
+    return lines(SHARD[0], changed(SHARD[1], **changes))
 
 
 SHARD_DEFECTS = [

@@ -2,7 +2,7 @@
 Azure CSV, BurstGPT CSV and Mooncake JSONL."""
 from __future__ import annotations
 
-from .kit import Case, lines
+from .kit import Case, changed, lines
 
 GOOD_ROWS = [{"id": "a", "arrival_s": 0.0, "prompt_tokens": 12, "output_tokens": 6, "task": "chat"},
              {"id": "b", "arrival_s": 0.5, "prompt_tokens": 20, "output_tokens": 4, "task": "code"},
@@ -13,13 +13,7 @@ HUGE = 10 ** 30
 
 def _row2(**changes) -> str:
     """The good trace with line 2 changed (a key set to None is removed)."""
-    row = dict(GOOD_ROWS[1])
-    for k, v in changes.items():
-        if v is None:
-            row.pop(k, None)
-        else:
-            row[k] = v
-    return lines(GOOD_ROWS[0], row, GOOD_ROWS[2])
+    return lines(GOOD_ROWS[0], changed(GOOD_ROWS[1], **changes), GOOD_ROWS[2])
 
 
 def _text2(text: str) -> str:
@@ -129,13 +123,7 @@ def _csv(head: str, rows: list[str], line: int | None = None, replace: str | Non
 
 
 def _mooncake(**changes) -> str:
-    row = dict(MOONCAKE_ROWS[1])
-    for k, v in changes.items():
-        if v is None:
-            row.pop(k)
-        else:
-            row[k] = v
-    return lines(MOONCAKE_ROWS[0], row, MOONCAKE_ROWS[2])
+    return lines(MOONCAKE_ROWS[0], changed(MOONCAKE_ROWS[1], **changes), MOONCAKE_ROWS[2])
 
 
 IMPORT_DEFECTS: list[tuple[str, str, str | bytes, int | None, str | None]] = [

@@ -40,6 +40,17 @@ class Outcome:
     written: list[str] = field(default_factory=list)
 
 
+def changed(row: dict, **changes) -> dict:
+    """A copy of `row` with keys set (a value of None removes the key)."""
+    out = dict(row)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
 def lines(*rows: object) -> str:
     """JSONL text: dict rows are dumped, str rows taken as they are."""
     return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
