@@ -69,7 +69,8 @@ def load_rollouts(path: str | Path) -> tuple[list[RolloutSteps], dict]:
     try:
         f = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
-        raise bad(f"not a rollouts file written by `dspark-sim calibrate` ({exc})") from None
+        raise bad(f"not a rollouts file written by `dspark-sim calibrate` ({exc})",
+                  "--rollouts") from None
     arrays = {}
     with f:
         for key in ("z", "accepted", "steps_per_request", "meta"):

@@ -65,7 +65,7 @@ _META = {"drafter": "dspark", "target": "embedded", "temperature": 0.0, "gamma":
 _Z = np.zeros((4, 3), dtype=np.float32)
 _ACC = np.array([3, 1, 0, 2], dtype=np.int16)
 ROLLOUT_DEFECTS = [
-    ("garbage", b"this is not an npz file\n", None),
+    ("garbage", b"this is not an npz file\n", "--rollouts"),
     ("missing-z", _npz(accepted=_ACC, steps_per_request=np.array([4]), meta=np.array(json.dumps(_META))),
      "z"),
     ("count-mismatch", _npz(z=_Z, accepted=_ACC, steps_per_request=np.array([5]),

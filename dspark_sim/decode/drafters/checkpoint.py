@@ -50,7 +50,10 @@ def read_config(path: str | Path) -> DrafterConfig:
     if not cfg_path.is_file():
         raise InputError("drafter checkpoint has no config.json", file=cfg_path)
     data, lines = read_json(cfg_path)
-    return config_from_dict(data, cfg_path, lines)
+    try:
+        return config_from_dict(data, cfg_path, lines)
+    except InputError as exc:
+        raise InputError(f"bad drafter config: {exc.message}", exc.file, exc.line, exc.field) from None
 
 
 # field -> (type, minimum) of a DrafterConfig; floats accept integers
