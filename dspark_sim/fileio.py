@@ -72,6 +72,7 @@ class LineMap:
     def __init__(self, text: str | None = None) -> None:
         self._text = text
         self._lines: dict[str, int] | None = None
+        self._root = 1
 
     def _build(self) -> dict[str, int]:
         if self._lines is None:
@@ -79,20 +80,22 @@ class LineMap:
             if self._text is not None:
                 try:
                     node = yaml.compose(self._text)
-                except yaml.YAMLError:
+                except (yaml.YAMLError, RecursionError):
                     node = None
                 if node is not None:
+                    self._root = node.start_mark.line + 1
                     _yaml_lines(node, "", self._lines)
         return self._lines
 
     def line(self, field: str | None) -> int | None:
-        """Line of `field`, or of its closest recorded parent."""
+        """Line of `field`, or of its closest recorded parent; the document's first line for a
+        field the document lacks (a missing top-level key, the whole document)."""
         lines = self._build()
         while field:
             if field in lines:
                 return lines[field]
             field = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", field) if re.search(r"[.\[]", field) else None
-        return None
+        return None if self._text is None else self._root
 
 
 def _yaml_lines(node: yaml.Node, prefix: str, out: dict[str, int]) -> None:
@@ -108,14 +111,42 @@ def _yaml_lines(node: yaml.Node, prefix: str, out: dict[str, int]) -> None:
             _yaml_lines(item, key, out)
 
 
-def read_text(path: str | Path) -> str:
-    """A text file's contents; a missing or unreadable file is an InputError naming it."""
+def read_bytes(path: str | Path) -> bytes:
+    """A file's bytes; a missing or unreadable file is an InputError naming it."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise InputError("file not found", file=path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=path) from None
+
+
+def decode_utf8(data: bytes, path: str | Path, first_line: int = 1) -> str:
+    """UTF-8 text of `data` (bytes of `path` from line `first_line` on); bytes that are not
+    UTF-8 are an InputError naming the file and the line they are on."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + data.count(b"\n", 0, exc.start)
+        raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", file=path,
+                         line=line) from None
+
+
+def read_text(path: str | Path) -> str:
+    """A text file's contents; a missing, unreadable or non-UTF-8 file is an InputError naming it."""
+    return decode_utf8(read_bytes(path), path)
+
+
+def parse_json(text: str, path: str | Path, line: int | None = None) -> Any:
+    """json.loads with every failure (syntax, nesting too deep for the parser) as an InputError
+    naming the file and the line (`line`: the line of a JSON Lines record)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = exc.lineno if line is None else line
+        raise InputError(f"not valid JSON ({exc.msg})", file=path, line=at) from None
+    except RecursionError:
+        raise InputError("not valid JSON (nested too deeply)", file=path, line=line or 1) from None
 
 
 def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
@@ -124,6 +155,8 @@ def read_yaml(path: str | Path) -> tuple[Any, LineMap]:
     text = read_text(path)
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", file=path, line=1) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -135,9 +168,6 @@ def read_json(path: str | Path) -> tuple[Any, LineMap]:
     """Parse a JSON file; return the data and a LineMap of its top-level and nested keys."""
     path = Path(path)
     text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    data = parse_json(text, path)
     # JSON is (nearly) a subset of YAML, so the YAML composer finds key lines on error paths.
     return data, LineMap(text)

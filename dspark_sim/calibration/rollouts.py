@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..fileio import write_json_atomic
 from .sts import RolloutSteps, fit_sts_detail, position_report
 
@@ -59,17 +60,48 @@ def save_rollouts(path: str | Path, per_request: list[RolloutSteps], meta: dict)
 
 
 def load_rollouts(path: str | Path) -> tuple[list[RolloutSteps], dict]:
-    """The per-request rollouts and metadata written by save_rollouts."""
+    """The per-request rollouts and metadata written by save_rollouts; a file that is not one
+    raises InputError naming it and the array (or meta key) at fault."""
     path = Path(path)
+
+    def bad(message: str, field: str | None = None) -> InputError:
+        return InputError(message, file=path, field=field)
     try:
-        with np.load(path, allow_pickle=False) as f:
-            z, acc, counts = f["z"], f["accepted"], f["steps_per_request"]
-            meta = json.loads(str(f["meta"]))
-    except (OSError, KeyError, ValueError) as exc:
-        raise ValueError(f"{path}: not a rollouts file written by `dspark-sim calibrate` ({exc})") from None
-    if int(counts.sum()) != z.shape[0] or z.shape[0] != acc.shape[0]:
-        raise ValueError(f"{path}: steps_per_request sums to {int(counts.sum())} but z has "
-                         f"{z.shape[0]} rows and accepted {acc.shape[0]}")
+        f = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise bad(f"not a rollouts file written by `dspark-sim calibrate` ({exc})",
+                  "--rollouts") from None
+    arrays = {}
+    with f:
+        for key in ("z", "accepted", "steps_per_request", "meta"):
+            try:
+                arrays[key] = f[key]
+            except KeyError:
+                raise bad("missing array (not a rollouts file written by `dspark-sim calibrate`)",
+                          key) from None
+            except (OSError, ValueError) as exc:
+                raise bad(f"unreadable array ({exc})", key) from None
+    z, acc, counts = arrays["z"], arrays["accepted"], arrays["steps_per_request"]
+    try:
+        meta = json.loads(str(arrays["meta"]))
+    except ValueError:
+        raise bad("expected a JSON object", "meta") from None
+    if not isinstance(meta, dict):
+        raise bad("expected a JSON object", "meta")
+    for key in ("temperature", "gamma", "seed"):
+        value = meta.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            raise bad(f"expected a number, got {value!r}", f"meta.{key}")
+    gamma = int(meta["gamma"])
+    if z.ndim != 2 or z.shape[1] != gamma or z.dtype.kind != "f":
+        raise bad(f"expected a float array of shape (steps, gamma = {gamma}), got {z.dtype} "
+                  f"{z.shape}", "z")
+    if acc.ndim != 1 or acc.dtype.kind not in "iu" or (acc.size and (acc.min() < 0 or acc.max() > gamma)):
+        raise bad(f"expected one integer 0..{gamma} per step, got {acc.dtype} {acc.shape}", "accepted")
+    if counts.ndim != 1 or counts.dtype.kind not in "iu" or (counts < 0).any() \
+            or int(counts.sum()) != z.shape[0] or z.shape[0] != acc.shape[0]:
+        raise bad(f"steps_per_request sums to {int(counts.sum()) if counts.dtype.kind in 'iu' else '?'} "
+                  f"but z has {z.shape[0]} rows and accepted {acc.shape[0]}", "steps_per_request")
     edges = np.concatenate([[0], np.cumsum(counts)])
     return [RolloutSteps(z[a:b], acc[a:b]) for a, b in zip(edges[:-1], edges[1:])], meta
 

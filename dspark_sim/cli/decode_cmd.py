@@ -49,9 +49,10 @@ def _check_common(gamma: int, max_new_tokens: int, temperature: float, top_k: in
 def _load(target_spec: str, drafter_spec: str, device: str, threads: int):
     import torch
 
-    from ..decode.drafters import make_drafter
+    from ..decode.drafters import check_drafter, make_drafter
     from ..decode.loading import load_target
 
+    check_drafter(drafter_spec)         # a bad checkpoint fails before the target loads
     if threads > 0:
         torch.set_num_threads(threads)
     target = load_target(target_spec, device)

@@ -22,7 +22,12 @@ ACC_HELP = ("Acceptance profile measured with the same drafter (name or path), o
 
 TraceArg = Annotated[Path, typer.Argument(metavar="TRACE", help="Trace JSONL (formats.md).")]
 TargetOpt = Annotated[str, typer.Option("--target", help=TARGET_HELP)]
-DrafterOpt = Annotated[str, typer.Option("--drafter", help=DRAFTER_HELP)]
+DEFAULT_SERVE_DRAFTER = "dspark"
+DrafterOpt = Annotated[str, typer.Option("--drafter", help=DRAFTER_HELP + " Default: dspark, the "
+                                         "DSpark checkpoint shipped for the embedded target "
+                                         "(dspark_sim/data/drafters/dspark); its acceptance "
+                                         "profile smollm2-135m-dspark-g7-t0 is the default "
+                                         "--acceptance.")]
 HwOpt = Annotated[str, typer.Option("--hw", help=HW_HELP)]
 AccOpt = Annotated[Optional[str], typer.Option("--acceptance", help=ACC_HELP)]
 PromptsOpt = Annotated[Optional[str], typer.Option(
@@ -67,7 +72,7 @@ def register(app: typer.Typer) -> None:
                                    "served one after another: ar, mtp1, static-K, dspark, "
                                    "dspark-lagged, goodput (oracle is simulator-only)."),
         target: TargetOpt = "embedded",
-        drafter: DrafterOpt = "ngram",
+        drafter: DrafterOpt = DEFAULT_SERVE_DRAFTER,
         hw: HwOpt = "cpu-2core-smollm2-135m",
         acceptance: AccOpt = None,
         prompts: PromptsOpt = None,
@@ -130,7 +135,7 @@ def register(app: typer.Typer) -> None:
                                      help="Comma-separated policies to validate (oracle is "
                                      "simulator-only)."),
         target: TargetOpt = "embedded",
-        drafter: DrafterOpt = "ngram",
+        drafter: DrafterOpt = DEFAULT_SERVE_DRAFTER,
         hw: Optional[str] = typer.Option(None, "--hw", help=HW_HELP + " [native: "
                                          "cpu-2core-smollm2-135m; vllm: cpu-2core-smollm2-135m-vllm, "
                                          "measured with `profile --engine vllm`]"),

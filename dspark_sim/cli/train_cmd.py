@@ -168,10 +168,13 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"must be >= 1, got {gamma}", field="--gamma")
         if seq_head not in ("markov", "rnn"):
             raise InputError(f"must be markov or rnn, got {seq_head!r}", field="--seq-head")
+        from ..train.selfdistill import read_records
+
         for d in data:
             if not (d.is_dir() or (d.suffix == ".npz" and d.is_file())):
                 raise InputError("not a self-distillation directory or .npz pack", file=d,
                                  field="--data")
+            read_records(d)             # a bad shard fails before the target loads
         tgt = _target(target, device, threads)
         torch.manual_seed(seed)
         from ..decode.target import default_taps
@@ -253,10 +256,7 @@ def register(app: typer.Typer) -> None:
 
         ckpt = shipped_dir(drafter) if drafter in ("dspark",) else Path(drafter)
         if rollouts is not None:
-            try:
-                per_request, meta = load_rollouts(rollouts)
-            except ValueError as exc:
-                raise InputError(str(exc), field="--rollouts") from None
+            per_request, meta = load_rollouts(rollouts)
             if write and meta.get("drafter", drafter) != drafter:
                 raise InputError(f"{rollouts} holds rollouts of drafter {meta['drafter']!r}, not "
                                  f"{drafter!r}; pass --drafter {meta['drafter']} or --dry-run",
@@ -295,11 +295,12 @@ def _collect_rollouts(drafter, target, prompts, gsm8k_train, n, temperature, gam
                       seed, device, threads):
     """Decode the held-out prompts with full-gamma verification; raw rollouts per request."""
     from ..calibration.rollouts import collect
-    from ..decode.drafters import make_drafter
+    from ..decode.drafters import check_drafter, make_drafter
     from ..decode.prompts import encode_prompt
     from ..decode.sampling import Sampling
     from ..train.prompts import heldout_prompts, read_prompt_jsonl
 
+    check_drafter(drafter)
     if n < 2:
         raise InputError(f"must be >= 2, got {n}", field="--n")
     items = read_prompt_jsonl(prompts) if prompts else heldout_prompts(gsm8k_train, n, seed=0)

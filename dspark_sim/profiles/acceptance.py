@@ -116,6 +116,8 @@ class AcceptanceProfile:
             raise check.fail("tasks", "must name at least one task")
         tasks = {str(k): _task(check, v, f"tasks.{k}", gamma) for k, v in raw_tasks.items()}
         default = data.get("default_task", next(iter(tasks)))
+        if not isinstance(default, str):
+            raise check.fail("default_task", f"expected a task name, got {default!r}")
         if default not in tasks:
             raise check.fail("default_task", f"names task {default!r}, which is not in 'tasks'")
         for key in ("target", "drafter", "drafter_kind"):

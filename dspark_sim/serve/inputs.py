@@ -95,9 +95,10 @@ def load_model(target_spec: str, drafter_spec: str, device: str, threads: int) -
     """The target and the drafter, with torch's CPU threads set first."""
     import torch
 
-    from ..decode.drafters import make_drafter
+    from ..decode.drafters import check_drafter, make_drafter
     from ..decode.loading import load_target
 
+    check_drafter(drafter_spec)         # a bad checkpoint fails before the target loads
     if threads > 0:
         torch.set_num_threads(threads)
     target = load_target(target_spec, device, quiet=True)

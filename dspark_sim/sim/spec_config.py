@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..fileio import read_text
 
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 _FIELD = "bs-schedule"
@@ -69,7 +70,7 @@ def _is_json(text: str) -> bool:
 
 def schedule_source(text_or_path: str) -> str:
     """The schedule's JSON text: the argument itself, or the file it names."""
-    return text_or_path if _is_json(text_or_path) else Path(text_or_path).read_text()
+    return text_or_path if _is_json(text_or_path) else read_text(text_or_path)
 
 
 def parse_schedule(text_or_path: str, gamma: int) -> BatchSchedule:
@@ -81,12 +82,14 @@ def parse_schedule(text_or_path: str, gamma: int) -> BatchSchedule:
     is_file = not _is_json(text_or_path) and path.is_file()
     if not is_file and not _is_json(text_or_path):
         raise InputError(f"{text_or_path!r} is neither JSON nor an existing file", field=_FIELD)
-    text = path.read_text() if is_file else text_or_path
+    text = read_text(path) if is_file else text_or_path
     where = str(path) if is_file else "--bs-schedule"
     try:
         doc: Any = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg}", file=where, line=exc.lineno, field=_FIELD) from None
+    except RecursionError:
+        raise InputError("not valid JSON: nested too deeply", file=where, line=1, field=_FIELD) from None
     limit, depth = gamma, 1
     if isinstance(doc, dict):
         field = SCHEDULE_KEY

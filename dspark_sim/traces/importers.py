@@ -7,6 +7,7 @@ zero (failed requests in BurstGPT) are skipped and counted, not silently kept.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .schema import DEFAULT_TASK, Trace, iter_json_lines, load_trace
+from ..fileio import read_text
+from .schema import DEFAULT_TASK, MAX_TOKENS, Trace, iter_json_lines, load_trace
 
 FORMATS = ("azure", "burstgpt", "mooncake")
 
@@ -41,12 +43,15 @@ def _open(path: Path, **kwargs):
 
 
 def _open_csv(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    with _open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
+    text = read_text(path).removeprefix("\ufeff")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
         header = next(reader, None)
         if header is None:
             raise InputError("empty file", file=path, line=1)
         rows = [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
+    except csv.Error as exc:
+        raise InputError(f"not valid CSV ({exc})", file=path, line=reader.line_num) from None
     return [h.strip() for h in header], rows
 
 
@@ -72,6 +77,8 @@ def _count(text: str, name: str, path: Path, line: int) -> int:
         raise InputError(f"expected a token count, got {text!r}", file=path, line=line, field=name) from None
     if not math.isfinite(value) or value < 0 or not value.is_integer():
         raise InputError(f"expected a non-negative integer, got {text!r}", file=path, line=line, field=name)
+    if value > MAX_TOKENS:
+        raise InputError(f"must be <= {MAX_TOKENS:,}, got {text!r}", file=path, line=line, field=name)
     return int(value)
 
 
@@ -113,6 +120,8 @@ def import_azure(path: str | Path, task: str = DEFAULT_TASK) -> Imported:
     path = Path(path)
     header, rows = _open_csv(path)
     cols = [_column(header, n, path) for n in ("TIMESTAMP", "ContextTokens", "GeneratedTokens")]
+    if not rows:
+        raise InputError("no requests in file", file=path)
     lines, stamps, prompts, outputs = [], [], [], []
     for line, row in rows:
         stamps.append(_cell(row, cols[0], "TIMESTAMP", path, line))
@@ -154,8 +163,9 @@ def import_mooncake(path: str | Path, task: str = DEFAULT_TASK) -> Imported:
                 raise InputError("missing required field", file=path, line=line, field=key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise InputError(f"expected a number, got {value!r}", file=path, line=line, field=key)
-            if key != "timestamp" and (value < 0 or not float(value).is_integer()):
-                raise InputError(f"expected a non-negative integer, got {value!r}",
+            if key != "timestamp" and (value < 0 or not float(value).is_integer()
+                                       or value > MAX_TOKENS):
+                raise InputError(f"expected an integer in 0..{MAX_TOKENS:,}, got {value!r}",
                                  file=path, line=line, field=key)
         times.append(rec["timestamp"] / 1000.0)
         prompts.append(int(rec["input_length"]))
@@ -177,9 +187,12 @@ def import_trace(fmt: str, path: str | Path, task: str = DEFAULT_TASK) -> Import
 def detect_format(path: str | Path) -> str:
     """'trace' (our JSONL), 'azure', 'burstgpt' or 'mooncake', from the file's first line."""
     path = Path(path)
-    with _open(path, encoding="utf-8-sig") as handle:
-        first = next((ln for ln in handle if ln.strip()), "")
-    head = first.strip()
+    with _open(path, mode="rb") as handle:
+        first = next((ln for ln in handle if ln.strip()), b"")
+    # only to tell the formats apart: the reader then names a bad byte's line
+    head = first.decode("utf-8", errors="replace").removeprefix("\ufeff").strip()
+    if not head:
+        return "trace"          # empty: the trace loader says so
     if head.startswith("{"):
         try:
             rec = json.loads(head)

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..fileio import write_text_atomic
+from ..fileio import decode_utf8, parse_json, write_text_atomic
 
 DEFAULT_TASK = "default"
+MAX_TOKENS = 10 ** 9        # longest prompt or output a trace may hold (docs/formats.md)
 
 
 @dataclass
@@ -61,6 +62,8 @@ def _int_field(rec: dict, key: str, path: Path, lineno: int) -> int:
         raise _fail(path, lineno, key, f"expected an integer, got {v!r}")
     if v < 1:
         raise _fail(path, lineno, key, f"must be >= 1, got {v}")
+    if v > MAX_TOKENS:
+        raise _fail(path, lineno, key, f"must be <= {MAX_TOKENS:,}, got {v}")
     return v
 
 
@@ -69,22 +72,27 @@ def iter_json_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int,
     a JSON object raises InputError naming FILE:LINE."""
     path = Path(path)
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except FileNotFoundError:
         raise InputError(f"{what} not found", file=path) from None
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror}", file=path) from None
     with handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
+        for lineno, raw in enumerate(_lines(handle, path, what), start=1):
+            if not raw.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise _fail(path, lineno, None, f"not valid JSON ({exc.msg})") from None
+            rec = parse_json(decode_utf8(raw, path, lineno), path, lineno)
             if not isinstance(rec, dict):
                 raise _fail(path, lineno, None, "expected a JSON object")
             yield lineno, rec
+
+
+def _lines(handle, path: Path, what: str) -> Iterator[bytes]:
+    """The lines of a binary handle; a read error (a directory, a device) names the file."""
+    try:
+        yield from handle
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror}", file=path) from None
 
 
 def load_trace(path: str | Path) -> Trace:

@@ -10,6 +10,7 @@ place of the shard directory, so retraining never has to re-run the target.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fileio import write_text_atomic
+from ..traces.schema import iter_json_lines
 from .prompts import TrainPrompt
 
 
@@ -105,20 +107,32 @@ def read_records(data_dir: str | Path) -> list[DistillRecord]:
         raise InputError("no self-distillation shards (shard-*.jsonl) found", file=data_dir)
     out: list[DistillRecord] = []
     for shard in shards:
-        with shard.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    out.append(DistillRecord(id=str(row["id"]), task=str(row["task"]),
-                                             temperature=float(row["temperature"]),
-                                             prompt_ids=[int(t) for t in row["prompt_ids"]],
-                                             response_ids=[int(t) for t in row["response_ids"]]))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                    raise InputError(f"bad self-distillation record: {exc}", file=shard,
-                                     line=lineno) from None
+        for lineno, row in iter_json_lines(shard, "self-distillation shard"):
+            out.append(_record(row, shard, lineno))
     return out
+
+
+def _record(row: dict, shard: Path, lineno: int) -> DistillRecord:
+    """One shard line as a DistillRecord; a bad field names FILE:LINE and the field."""
+    def bad(field: str, message: str) -> InputError:
+        return InputError(message, file=shard, line=lineno, field=field)
+    for key in ("id", "task", "temperature", "prompt_ids", "response_ids"):
+        if key not in row:
+            raise bad(key, "missing required field")
+    temperature = row["temperature"]
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not math.isfinite(temperature) or temperature < 0:
+        raise bad("temperature", f"expected a number >= 0, got {temperature!r}")
+    ids = {}
+    for key in ("prompt_ids", "response_ids"):
+        tokens = row[key]
+        if not isinstance(tokens, list) or (key == "prompt_ids" and not tokens) or \
+                any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in tokens):
+            raise bad(key, "expected a list of token ids (integers >= 0)"
+                      + (", not empty" if key == "prompt_ids" else ""))
+        ids[key] = tokens
+    return DistillRecord(id=str(row["id"]), task=str(row["task"]), temperature=float(temperature),
+                         prompt_ids=ids["prompt_ids"], response_ids=ids["response_ids"])
 
 
 def _done_ids(data_dir: Path) -> set[str]:

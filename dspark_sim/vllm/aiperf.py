@@ -98,6 +98,29 @@ def _spec(rec: dict) -> dict | None:
     return spec if isinstance(spec, dict) else None
 
 
+def _check_record(rec: dict, path: Path, line: int) -> None:
+    """The fields read_export and trace_from_export read, where present, have the right types
+    (numbers where numbers go); else InputError naming FILE:LINE and the field."""
+    def bad(field: str, message: str) -> InputError:
+        return InputError(message, file=path, line=line, field=field)
+
+    def number(value, field: str) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise bad(field, f"expected a number, got {value!r}")
+    for key in ("metadata", "metrics"):
+        if rec.get(key) is not None and not isinstance(rec[key], dict):
+            raise bad(key, f"expected an object, got {type(rec[key]).__name__}")
+    meta = rec.get("metadata") or {}
+    for key in ("request_start_ns", "credit_issued_ns"):
+        number(meta.get(key), f"metadata.{key}")
+    for name, m in (rec.get("metrics") or {}).items():
+        if isinstance(m, dict):
+            number(m.get("value"), f"metrics.{name}.value")
+    for key, value in (_spec(rec) or {}).items():
+        if key.startswith("num_"):
+            number(value, f"spec_decode_acceptance.{key}")
+
+
 def _metric(rec: dict, name: str) -> float:
     m = (rec.get("metrics") or {}).get(name)
     return float(m["value"]) if isinstance(m, dict) and m.get("value") is not None else float("nan")
@@ -120,6 +143,7 @@ def read_export(path: Path, trace: Trace) -> tuple[pd.DataFrame, dict[str, Any]]
     prompt_seen = np.zeros(n, dtype=np.int64)
     errors: list[str] = []
     for line_no, rec in iter_json_lines(path, "AIPerf export"):
+        _check_record(rec, path, line_no)
         meta = rec.get("metadata") or {}
         sid = str(meta.get("conversation_id", ""))
         if sid not in index:
@@ -177,6 +201,7 @@ def trace_from_export(path: Path) -> Trace:
         meta = rec.get("metadata")
         if not isinstance(meta, dict) or meta.get("credit_issued_ns") is None:
             raise InputError("missing field", file=path, line=line_no, field="metadata.credit_issued_ns")
+        _check_record(rec, path, line_no)
         if rec.get("error") or meta.get("was_cancelled"):
             continue
         prompt, out = _metric(rec, "usage_prompt_tokens"), _metric(rec, "usage_completion_tokens")

@@ -132,7 +132,8 @@ def load_task_map(path: str | Path) -> dict[str, str]:
     """A task map: a JSON object of record key -> task name."""
     data, lines = read_json(path)
     if not isinstance(data, dict) or not data:
-        raise InputError("expected a non-empty JSON object of key -> task", file=path)
+        raise InputError("expected a non-empty JSON object of key -> task", file=path,
+                         line=lines.line("(document)"))
     for key, task in data.items():
         if not isinstance(task, str) or not task:
             raise InputError("expected a non-empty task name", file=path, line=lines.line(key),

@@ -34,7 +34,7 @@ def files(tmp_path_factory):
 
 
 def _common(d):
-    return ["--target", str(d / "model"), "--hw", str(d / "hw.yaml"),
+    return ["--target", str(d / "model"), "--hw", str(d / "hw.yaml"), "--drafter", "ngram",
             "--acceptance", "smollm2-135m-ngram-g7-t0", "--threads", "1"]
 
 

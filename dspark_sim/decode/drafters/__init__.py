@@ -1,6 +1,6 @@
 """Drafters and their registry (`--drafter NAME` or a checkpoint path)."""
-from .base import (Draft, Drafter, NoDrafter, drafter_help, drafter_names, make_drafter,
-                   register_checkpoint_kind, register_drafter)
+from .base import (Draft, Drafter, NoDrafter, check_drafter, drafter_help, drafter_names,
+                   make_drafter, register_checkpoint_kind, register_drafter)
 from .ngram import NGramDrafter
 
 register_drafter("none", NoDrafter, "no drafts: plain autoregressive decoding")
@@ -11,5 +11,5 @@ from . import trained  # noqa: E402  (registers mtp1, eagle3, dflash, dspark)
 
 trained.register()
 
-__all__ = ["Draft", "Drafter", "NoDrafter", "NGramDrafter", "drafter_help", "drafter_names",
-           "make_drafter", "register_checkpoint_kind", "register_drafter"]
+__all__ = ["Draft", "Drafter", "NoDrafter", "NGramDrafter", "check_drafter", "drafter_help",
+           "drafter_names", "make_drafter", "register_checkpoint_kind", "register_drafter"]

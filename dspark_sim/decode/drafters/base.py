@@ -8,7 +8,6 @@ target receive it at construction and share its frozen `embed_tokens` and `lm_he
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -90,8 +89,10 @@ class DrafterEntry:
 
 _REGISTRY: dict[str, DrafterEntry] = {}
 # Checkpoint kinds: a directory (or file) whose config.json says {"kind": K} is loaded by
-# _CHECKPOINT_LOADERS[K](path, target). Trained drafters register their kind here.
+# _CHECKPOINT_LOADERS[K](path, target). Trained drafters register their kind here, with a
+# check of the checkpoint's files that runs before any model is loaded.
 _CHECKPOINT_LOADERS: dict[str, Callable[[Path, Target], Drafter]] = {}
+_CHECKPOINT_CHECKS: dict[str, Callable[[Path], object]] = {}
 
 
 def register_drafter(name: str, factory: Callable[[Target], Drafter], help: str) -> None:
@@ -99,9 +100,13 @@ def register_drafter(name: str, factory: Callable[[Target], Drafter], help: str)
     _REGISTRY[name] = DrafterEntry(name, factory, help)
 
 
-def register_checkpoint_kind(kind: str, loader: Callable[[Path, Target], Drafter]) -> None:
-    """Let `--drafter PATH` load checkpoints whose config.json has `"kind": KIND`."""
+def register_checkpoint_kind(kind: str, loader: Callable[[Path, Target], Drafter],
+                             check: Callable[[Path], object] | None = None) -> None:
+    """Let `--drafter PATH` load checkpoints whose config.json has `"kind": KIND`; `check(path)`
+    validates such a checkpoint without a target (InputError on a bad file)."""
     _CHECKPOINT_LOADERS[kind] = loader
+    if check is not None:
+        _CHECKPOINT_CHECKS[kind] = check
 
 
 def drafter_names() -> list[str]:
@@ -118,17 +123,37 @@ def make_drafter(name_or_path: str, target: Target) -> Drafter:
     """Build the drafter named `name_or_path` for `target`, or load a checkpoint by path."""
     if name_or_path in _REGISTRY:
         return _REGISTRY[name_or_path].factory(target)
+    path, kind = _checkpoint_kind(name_or_path)
+    return _CHECKPOINT_LOADERS[kind](path, target)
+
+
+def check_drafter(name_or_path: str) -> None:
+    """Validate `--drafter` before a model is loaded: a registered name, or a checkpoint whose
+    files are checked by its kind (bad input names the file, line and field)."""
+    if name_or_path in _REGISTRY:
+        return
+    path, kind = _checkpoint_kind(name_or_path)
+    if kind in _CHECKPOINT_CHECKS:
+        _CHECKPOINT_CHECKS[kind](path)
+
+
+def _checkpoint_kind(name_or_path: str) -> tuple[Path, str]:
+    """The checkpoint path and the `kind` its config.json names (a known one)."""
+    from ...fileio import read_json
+    from ...profiles.validate import FieldChecker
+
     path = Path(name_or_path)
     if not path.exists():
         raise InputError(f"unknown drafter {name_or_path!r}: not one of "
                          f"{', '.join(_REGISTRY)} and no such checkpoint path", field="--drafter")
     config = (path / "config.json") if path.is_dir() else path.with_suffix(".json")
-    try:
-        kind = json.loads(config.read_text(encoding="utf-8"))["kind"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"not a drafter checkpoint: {config} with a 'kind' field is missing "
-                         "or unreadable", file=path, field="--drafter") from None
+    if not config.is_file():
+        raise InputError(f"not a drafter checkpoint: {config} is missing", file=path,
+                         field="--drafter")
+    data, lines = read_json(config)
+    check = FieldChecker(config, lines)
+    kind = check.string(check.require(check.mapping(data, "(document)"), "kind"), "kind")
     if kind not in _CHECKPOINT_LOADERS:
-        raise InputError(f"checkpoint kind {kind!r} is not known (known: "
-                         f"{', '.join(_CHECKPOINT_LOADERS) or 'none'})", file=config, field="kind")
-    return _CHECKPOINT_LOADERS[kind](path, target)
+        raise check.fail("kind", f"checkpoint kind {kind!r} is not known (known: "
+                         f"{', '.join(_CHECKPOINT_LOADERS) or 'none'})")
+    return path, kind

@@ -2,15 +2,17 @@
 embedding and LM head stay with the target) + `config.json` (a DrafterConfig)."""
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from ...errors import InputError
-from ...fileio import atomic_path, write_json_atomic
-from .config import DrafterConfig
+from ...fileio import LineMap, atomic_path, read_json, write_json_atomic
+from ...profiles.validate import FieldChecker
+from .config import KINDS, DrafterConfig
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -42,14 +44,61 @@ def save_drafter(module: nn.Module, out_dir: str | Path, dtype: torch.dtype = to
 
 
 def read_config(path: str | Path) -> DrafterConfig:
-    """The DrafterConfig of a checkpoint directory; bad files raise InputError."""
+    """The DrafterConfig of a checkpoint directory; a bad file raises InputError naming
+    config.json, the line and the field."""
     cfg_path = Path(path) / CONFIG
+    if not cfg_path.is_file():
+        raise InputError("drafter checkpoint has no config.json", file=cfg_path)
+    data, lines = read_json(cfg_path)
     try:
-        return DrafterConfig.from_dict(json.loads(cfg_path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise InputError("drafter checkpoint has no config.json", file=cfg_path) from None
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"bad drafter config: {exc}", file=cfg_path) from None
+        return config_from_dict(data, cfg_path, lines)
+    except InputError as exc:
+        raise InputError(f"bad drafter config: {exc.message}", exc.file, exc.line, exc.field) from None
+
+
+# field -> (type, minimum) of a DrafterConfig; floats accept integers
+_INT_FIELDS = {"hidden_size": 1, "num_heads": 1, "num_kv_heads": 1, "head_dim": 1,
+               "intermediate_size": 1, "vocab_size": 1, "num_target_layers": 1, "num_layers": 1,
+               "gamma": 1, "draft_vocab": 0, "seq_rank": 0}
+_CHOICES = {"kind": KINDS, "seq_head": ("markov", "rnn")}
+
+
+def config_from_dict(data: Any, file: str | Path | None = None,
+                     lines: LineMap | None = None) -> DrafterConfig:
+    """Validate a parsed config.json (types and ranges of every field) into a DrafterConfig."""
+    check = FieldChecker(file, lines)
+    data = check.mapping(data, "(document)")
+    known = {f.name: f for f in dataclasses.fields(DrafterConfig)}
+    for key in data:
+        if key not in known:
+            raise check.fail(str(key), f"unknown drafter config field (known: {', '.join(known)})")
+    for name, f in known.items():
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise check.fail(name, f"missing required field '{name}'")
+            continue
+        value = data[name]
+        if name in _INT_FIELDS:
+            check.integer(value, name, _INT_FIELDS[name])
+        elif name in ("rms_norm_eps", "rope_theta"):
+            check.number(value, name, 0.0, exclusive=True)
+        elif name in _CHOICES:
+            if value not in _CHOICES[name] or not isinstance(value, str):
+                raise check.fail(name, f"must be one of {', '.join(_CHOICES[name])}, got {value!r}")
+        elif name == "confidence":
+            if not isinstance(value, bool):
+                raise check.fail(name, f"expected true or false, got {value!r}")
+        elif name == "taps":
+            if not isinstance(value, list):
+                raise check.fail(name, "expected a list of target layer indices")
+            for i, tap in enumerate(value):
+                check.integer(tap, f"taps[{i}]", 0)
+        elif name == "sts":
+            for key, temps in check.mapping(value, name).items():
+                check.number_list(temps, f"sts.{key}", 0.0, exclusive=True)
+        elif not isinstance(value, str):
+            raise check.fail(name, f"expected a string, got {value!r}")
+    return DrafterConfig(**data)
 
 
 def load_module(path: str | Path) -> nn.Module:

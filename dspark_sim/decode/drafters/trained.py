@@ -18,7 +18,7 @@ from ..context import Context
 from ..sampling import Sampling, sample_from
 from ..target import Target
 from .base import Draft, Drafter
-from .checkpoint import load_module
+from .checkpoint import load_module, read_config
 from .config import DrafterConfig
 from .frozen import target_fingerprint
 
@@ -186,4 +186,5 @@ def register() -> None:
 
     for kind in KINDS:
         register_drafter(kind, shipped_factory(kind), _HELP[kind])
-        register_checkpoint_kind(kind, lambda path, target: load_trained(path, target))
+        register_checkpoint_kind(kind, lambda path, target: load_trained(path, target),
+                                 check=read_config)
