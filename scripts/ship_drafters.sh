@@ -1,68 +1,100 @@
 #!/usr/bin/env bash
-# Reproduce the shipped drafters for the embedded target, one heavy job at a time:
-# self-distillation data -> target features -> MTP-1, Eagle3, DFlash, DSpark (same data, same
-# time budget each) -> STS calibration of DSpark at T=0 and T=1 -> acceptance profiles at
-# T=0 and T=1 on GSM8K test / HumanEval / MT-Bench -> results table and plots.
-# Usage: scripts/ship_drafters.sh [STAGE...]   (stages: distill train calibrate measure speed table)
-# STEPS=N trains every drafter for N optimizer steps instead of BUDGET minutes (a fair budget
-# when jobs share the cores; the shipped checkpoints were trained with BUDGET=25).
-# Every stage resumes where it stopped. Logs go to logs/, work files to runs/train/.
+# Reproduce the shipped drafters for the embedded target with a fair comparison:
+# self-distillation data (packed into dspark_sim/data/distill/, so retraining never re-runs the
+# target) -> target features -> every drafter trained for the same number of optimizer steps on
+# the same data, several seeds each -> DSpark's head zeroed (its own contribution) -> acceptance at
+# T = 0 and T = 1 on GSM8K test / HumanEval / MT-Bench -> STS calibration of the shipped DSpark ->
+# tables with seed spread.
+# Usage: scripts/ship_drafters.sh [STAGE...]  (stages: distill train ablate measure ship calibrate speed table)
+# Settings: STEPS (160 optimizer steps per run), SEEDS ("0 1 2"), KINDS ("dspark dflash eagle3 mtp1"),
+# SEEDS_EXTRA_KINDS (kinds trained on every seed; others on the first seed only: "dspark dflash"),
+# JOBS (2 parallel runs), N (prompts per task, 10), TOKENS (96), THREADS (1).
+# Every stage resumes where it stopped (training from its checkpoints, measuring from its record
+# files). Logs go to logs/, work files to runs/train/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 CLI=.venv/bin/dspark-sim
 RUN=runs/train
-BUDGET=${BUDGET:-25}           # minutes of training per drafter
-STEPS=${STEPS:-}               # optimizer steps per drafter (overrides BUDGET when set)
-N0=${N0:-30}                   # evaluation prompts per task at T = 0
-N1=${N1:-15}                   # ... at T = 1 (fewer: CPU time)
+DATA=dspark_sim/data/distill/smollm2-135m-selfdistill.npz
+STEPS=${STEPS:-160}
+SEEDS=${SEEDS:-0 1 2}
+KINDS=${KINDS:-dspark dflash eagle3 mtp1}
+SEEDS_EXTRA_KINDS=${SEEDS_EXTRA_KINDS:-dspark dflash}
+JOBS=${JOBS:-2}
+N=${N:-10}
+TOKENS=${TOKENS:-96}
 THREADS=${THREADS:-1}
 SHIP=dspark_sim/data/drafters
 ACC=dspark_sim/data/acceptance
 TASKS="math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/HumanEval.jsonl,chat=../shared/prompts/mt_bench/question.jsonl"
-stages=${*:-distill train calibrate measure speed table}
-mkdir -p logs "$RUN" "$SHIP" "$ACC"
+stages=${*:-train ablate measure ship calibrate speed table}
+mkdir -p logs "$RUN/measure"
+
+runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the first seed otherwise
+  local first=${SEEDS%% *}
+  for kind in $KINDS; do
+    for seed in $SEEDS; do
+      if [ "$seed" = "$first" ] || [[ " $SEEDS_EXTRA_KINDS " == *" $kind "* ]]; then echo "$kind $seed"; fi
+    done
+  done
+}
 
 for stage in $stages; do
 case $stage in
-distill)
+distill)   # 576 answers of the default mix were kept (the run was stopped there: CPU time)
   $CLI distill --out $RUN/distill --n-math 1200 --n-chat 500 --temperatures 0,1 \
-    --batch-size 32 --max-new-tokens 160 --seed 0 --threads $THREADS ;;
+    --batch-size 32 --max-new-tokens 160 --seed 0 --threads $THREADS --pack $DATA ;;
 train)
-  for kind in mtp1 eagle3 dflash dspark; do
-    rowlen=1024; [ $kind = eagle3 ] && rowlen=512     # 7 unrolled passes per row: shorter rows
-    length="--budget-minutes $BUDGET"; [ -n "$STEPS" ] && length="--steps $STEPS"
-    $CLI train --drafter $kind --data $RUN/distill --out $RUN/$kind $length \
-      --gamma 7 --draft-vocab 8192 --seq-rank 64 --row-len $rowlen --anchors 256 --seed 0 \
-      --threads $THREADS --export $SHIP/$kind > logs/train-$kind.log 2>&1
+  # the feature cache first (one process), then the runs JOBS at a time
+  $CLI train --drafter dflash --data $DATA --features $RUN/features --out $RUN/.cache-probe \
+    --steps 1 --threads $THREADS --fresh > logs/train-features.log 2>&1
+  runs | xargs -P "$JOBS" -L 1 bash -c '
+    kind=$0; seed=$1; rowlen=1024; [ $kind = eagle3 ] && rowlen=512   # 7 unrolled passes per row
+    '"$CLI"' train --drafter $kind --data '"$DATA"' --features '"$RUN"'/features \
+      --out '"$RUN"'/$kind-s$seed --steps '"$STEPS"' --gamma 7 --draft-vocab 8192 --seq-rank 64 \
+      --row-len $rowlen --anchors 256 --seed $seed --threads '"$THREADS"' \
+      > logs/train-$kind-s$seed.log 2>&1' ;;
+ablate)   # the same DSpark checkpoints with the sequential head's bias zeroed
+  for seed in $SEEDS; do
+    .venv/bin/python benchmarks/drafter_seeds.py zero-head $RUN/dspark-s$seed/drafter $RUN/dspark-s$seed-nohead
+  done ;;
+measure)
+  items=$(runs | while read -r kind seed; do for t in 0 1; do echo "$kind-s$seed $kind $t"; done; done
+          for seed in $SEEDS; do echo "dspark-s$seed-nohead dspark 0"; done)
+  echo "$items" | xargs -P "$JOBS" -L 1 bash -c '
+    run=$0; kind=$1; t=$2; g=7; [ $kind = mtp1 ] && g=1
+    dir='"$RUN"'/$run/drafter; [ -d $dir ] || dir='"$RUN"'/$run
+    '"$CLI"' measure --drafter $dir --tasks "'"$TASKS"'" --n '"$N"' --max-new-tokens '"$TOKENS"' \
+      --gamma $g --temperature $t --seed 0 --no-plain --threads '"$THREADS"' --name $run-t$t \
+      --out '"$RUN"'/measure/$run-t$t.acceptance.json > logs/measure-$run-t$t.log 2>&1' ;;
+ship)   # the first seed of every kind is what ships (chosen before measuring, not the best seed)
+  first=${SEEDS%% *}
+  for kind in $KINDS; do
+    g=7; [ $kind = mtp1 ] && g=1
+    rm -rf $SHIP/$kind && cp -r $RUN/$kind-s$first/drafter $SHIP/$kind
+    for t in 0 1; do
+      name=smollm2-135m-$kind-g$g-t$t
+      .venv/bin/python benchmarks/drafter_seeds.py rename $RUN/measure/$kind-s$first-t$t $ACC/$name
+    done
   done ;;
 calibrate)
   # Rollouts are saved as $RUN/calibration-tT/rollouts.npz: refit without decoding with
   # `dspark-sim calibrate --rollouts $RUN/calibration-tT/rollouts.npz --report DIR`.
   for t in 0 1; do
-    $CLI calibrate --drafter dspark --temperature $t --n 40 --gamma 7 --max-new-tokens 128 \
-      --report $RUN/calibration-t$t --threads $THREADS > logs/calibrate-t$t.log 2>&1
-  done ;;
-measure)
-  for t in 0 1; do
-    for kind in dspark dflash eagle3 mtp1; do
-      g=7; [ $kind = mtp1 ] && g=1
-      plain=--no-plain; [ $kind = dspark ] && [ $t = 0 ] && plain=--plain
-      n=$N0; [ $t = 1 ] && n=$N1
-      name=smollm2-135m-$kind-g$g-t$t
-      $CLI measure --drafter $kind --tasks "$TASKS" --n $n --max-new-tokens 128 --gamma $g \
-        --temperature $t --seed 0 $plain --threads $THREADS \
-        --out $RUN/measure/$name.acceptance.json > logs/measure-$kind-t$t.log 2>&1
-      for ext in acceptance.json report.json report.md; do cp $RUN/measure/$name.$ext $ACC/; done
-    done
+    $CLI calibrate --drafter $SHIP/dspark --temperature $t --n ${NCAL:-16} --gamma 7 \
+      --max-new-tokens $TOKENS --report $RUN/calibration-t$t --threads $THREADS > logs/calibrate-t$t.log 2>&1
   done ;;
 speed)
-  # plain vs DSpark verifying all 7 drafts vs DSpark with the one-request scheduler, per prompt
-  .venv/bin/python benchmarks/bench_decode.py --drafter dspark --scheduled --tasks "$TASKS" \
-    --prompts ${NS:-10} --tokens 128 --gamma 7 --threads $THREADS --json $RUN/speed.json \
-    > logs/speed.log 2>&1 ;;
+  # plain vs DSpark verifying all 7 drafts vs DSpark scheduled with and without skipping draft
+  # steps, per prompt, on this decode loop's own step curve
+  .venv/bin/python benchmarks/bench_decode.py --drafter dspark --scheduled --skip-drafting both \
+    --hw ${HW:-cpu-2core-smollm2-135m-decode-loop} --tasks "$TASKS" --prompts ${NS:-8} --tokens 128 \
+    --gamma 7 --threads $THREADS --json $RUN/speed.json > logs/speed.log 2>&1 ;;
 table)
-  .venv/bin/python benchmarks/drafters_table.py --measure $RUN/measure --runs $RUN --out docs/drafters \
+  .venv/bin/python benchmarks/drafter_seeds.py table --measure $RUN/measure --runs $RUN \
+    --seeds "$SEEDS" --out docs/drafters/seeds.md
+  .venv/bin/python benchmarks/drafters_table.py --measure $ACC --runs $RUN --out docs/drafters \
     --speed $RUN/speed.json
   for t in 0 1; do cp $RUN/calibration-t$t/reliability.png docs/drafters/reliability-t$t.png; done ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
