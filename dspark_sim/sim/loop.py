@@ -30,8 +30,7 @@ class LoopReplica(ReplicaBase):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         p, cost = self.policy, self.cost
-        self._unbounded = self.budget >= (1 << 16) or self.max_requests >= (1 << 16)
-        self._tables(min(self.max_requests, 1 << 16), min(self.budget, 1 << 16))
+        self._tables(0, 0)          # the cost's tables as far as they reach; grown on demand
         self._context_ns = cost._context_ns if cost.per_context else 0.0
         self._task = self.sampler.task_index if self.sampler is not None else None
         self._oracle = p.needs_accepted          # verifies exactly the accepted run
@@ -104,11 +103,11 @@ class LoopReplica(ReplicaBase):
         rid, seq, tok, first, owed = self._rid, self._seq, self._tok, self._first, self._owed
         prefilling, waiting = self.prefilling, self.waiting
         context_ns, draft_fixed, step_ns = self._context_ns, self._draft_fixed, self._step_ns
+        n_step, n_draft = len(step_ns), len(self._draft_ns)
         it = self.iterations
         kv_sum = self._kv_sum
         lag, oracle, budget = self.policy.lag, self._oracle, self.budget
         total = self._sum_lengths
-        unbounded = self._unbounded
         closed = self.cluster.closed_think_ns is not None
         while True:
             r = len(rid)
@@ -151,9 +150,10 @@ class LoopReplica(ReplicaBase):
                 prefill_max = min(self._pending, max(0, budget - r))
                 chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - batch))
                 batch += sum(take for _, take in chunks)
-            if unbounded and (batch >= len(step_ns) or r >= len(self._draft_ns)):
-                self._tables(2 * r + 1, 2 * batch + 1)
+            if batch >= n_step or r >= n_draft:
+                self._tables(r, batch)
                 draft_fixed, step_ns = self._draft_fixed, self._step_ns
+                n_step, n_draft = len(step_ns), len(self._draft_ns)
             if draft_fixed is not None:
                 ns = draft_fixed[r] + step_ns[batch]
             else:
