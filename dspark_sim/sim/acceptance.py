@@ -19,6 +19,8 @@ import numpy as np
 from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
 from .schedule import survivals
 
+_SEQ_BLOCK = 1024      # requests whose parametric runs `sequence` draws at once
+
 
 class AcceptanceSampler:
     """Accepted runs and survivals for the requests of one trace under one acceptance profile.
@@ -59,6 +61,8 @@ class AcceptanceSampler:
         self._slots = slots
         self._offset = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64) if n else slots
         self._uniform = rng.random(int(slots.sum()) + pad + 1) if self._param.any() else np.zeros(1)
+        self._seq_blocks: dict[int, tuple[bytes, int]] = {}
+        self._emp_bytes: bytes | None = None
         # Empirical: all measured requests of all tasks end to end; each request picks one.
         starts, lengths, acc, surv, capped = [], [], [], [], []
         first = np.zeros(len(specs), dtype=np.int64)
@@ -123,14 +127,46 @@ class AcceptanceSampler:
 
     def sequence(self, rid: int) -> tuple[bytes, int]:
         """A request's accepted runs as bytes and their period: step s has run seq[s % period]
-        (the same values `accepted` gives)."""
+        (the same values `accepted` gives). Parametric runs are drawn for a block of
+        `_SEQ_BLOCK` consecutive requests at a time (a few blocks are kept)."""
         if self._param[rid]:
-            start = int(self._offset[rid])
-            n = max(int(self._slots[rid]), 1)
-            # #{j : u < a_j} as in `accepted`; a is non-increasing, so a binary search on -a
-            if self._neg_uniform is None:
-                self._neg_uniform = -self._uniform
-            runs = self._neg_surv_by_task[self.task_index[rid]].searchsorted(self._neg_uniform[start:start + n])
-            return runs.astype(np.uint8).tobytes(), n
+            n = int(self._slots[rid])
+            if n == 0:
+                return self._runs(int(self._offset[rid]), 1, int(self.task_index[rid])), 1
+            block = rid // _SEQ_BLOCK
+            cached = self._seq_blocks.get(block)
+            if cached is None:
+                cached = self._seq_block(block)
+            runs, base = cached
+            start = int(self._offset[rid]) - base
+            return runs[start:start + n], n
+        if self._emp_bytes is None:
+            self._emp_bytes = self._emp_acc.astype(np.uint8).tobytes()
         start, n = int(self._emp_start[rid]), int(self._emp_len[rid])
-        return self._emp_acc[start:start + n].astype(np.uint8).tobytes(), n
+        return self._emp_bytes[start:start + n], n
+
+    def _runs(self, start: int, n: int, task: int) -> bytes:
+        """Accepted runs of uniform slots start..start+n-1 under `task`'s survivals:
+        #{j : u < a_j} as in `accepted`; a is non-increasing, so a binary search on -a."""
+        if self._neg_uniform is None:
+            self._neg_uniform = -self._uniform
+        runs = self._neg_surv_by_task[task].searchsorted(self._neg_uniform[start:start + n])
+        return runs.astype(np.uint8).tobytes()
+
+    def _seq_block(self, block: int) -> tuple[bytes, int]:
+        """Runs of every uniform slot of requests block*_SEQ_BLOCK.. at once (#{j : u < a_j}
+        with each slot's request's survivals, as `accepted`), cached with the offset of the
+        block's first slot."""
+        lo = block * _SEQ_BLOCK
+        hi = min(lo + _SEQ_BLOCK, len(self._slots))
+        base = int(self._offset[lo])
+        end = int(self._offset[hi - 1] + self._slots[hi - 1])
+        tasks = np.repeat(self.task_index[lo:hi], self._slots[lo:hi])
+        u = self._uniform[base:end]
+        runs = np.zeros(len(u), dtype=np.uint8)
+        for a_j in self.mean_survival_by_task.T:      # one position at a time: cheap 1-D passes
+            runs += u < a_j[tasks]
+        if len(self._seq_blocks) >= 4:
+            self._seq_blocks.clear()
+        out = self._seq_blocks[block] = (runs.tobytes(), base)
+        return out

@@ -54,7 +54,9 @@ def build_cost_tables(draft_curve: list[tuple[int, float]], verify_curve: list[t
                       max_num_reqs: int, max_batch_tokens: int,
                       cudagraph_limit: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(draft ms by request count 0..max_num_reqs, verify ms by tokens 0..max_batch_tokens);
-    draft costs floored at 0, verify costs at 1e-6 ms, as vLLM does."""
+    draft costs floored at 0, verify costs at 1e-6 ms, as vLLM does. Each entry depends only
+    on the samples, so a shorter table is a prefix of a longer one (the simulator builds them
+    only as far as a run looks them up)."""
     draft = np.maximum(build_table(max_num_reqs, draft_curve, cudagraph_limit), 0.0)
     verify = np.maximum(build_table(max_batch_tokens, verify_curve, cudagraph_limit), 1e-6)
     return draft, verify

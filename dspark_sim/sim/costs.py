@@ -13,6 +13,10 @@ from .cost_tables import build_cost_tables, profile_sizes
 
 NS = 1_000_000_000
 UNLIMITED = 1 << 40    # stands for "no limit" in token budgets and KV capacity
+# Tables start this large (or at the profile's limit, if smaller) and grow on demand to what
+# the run reaches, never past the limit: memory follows the work, not max_batch_tokens.
+INITIAL_TOKENS = 4096
+INITIAL_REQUESTS = 256
 
 
 def to_ns(seconds) -> np.ndarray:
@@ -33,7 +37,8 @@ class IterationCost:
 
     def __init__(self, hw: HardwareProfile, drafter_kind: str | None,
                  scheduler_drafts: int = 0, scheduler_context: float = 0.0) -> None:
-        """Tables cover every batch size and request count the profile's limits allow."""
+        """Tables by batch tokens and by request count start small and grow (doubling, capped at
+        the profile's limits) to the largest values the run looks up."""
         self.hw = hw
         self.scheduler_drafts = scheduler_drafts
         self.scheduler_context = float(scheduler_context)
@@ -46,8 +51,10 @@ class IterationCost:
         self._seconds_lists: tuple[list[float], list[float]] | None = None
         self._step = np.zeros(0)
         self._draft = np.zeros(0)
-        self._grow_step((hw.max_batch_tokens or 4095) + 1)
-        self._grow_draft(min(hw.max_batch_requests or 255, hw.max_batch_tokens or 1 << 30) + 1)
+        self._token_cap = (hw.max_batch_tokens or UNLIMITED) + 1
+        self._request_cap = min(hw.max_batch_requests or UNLIMITED, hw.max_batch_tokens or UNLIMITED) + 1
+        self._grow_step(min(INITIAL_TOKENS, self._token_cap))
+        self._grow_draft(min(INITIAL_REQUESTS, self._request_cap))
         lowest = hw.step_constant_s if hw.step_curve is None else float(hw.step_curve.y.min())
         self.min_step_ns = max(1, int(to_ns(lowest)))   # lower bound of any iteration's duration
 
@@ -57,12 +64,12 @@ class IterationCost:
         return np.asarray(self.hw.step_curve(self.hw.padded_tokens(b)), dtype=float)
 
     def _grow_step(self, n: int) -> None:
-        size = max(n, 2 * len(self._step))
+        size = max(n, min(2 * len(self._step), self._token_cap))
         self._step = self._step_base(np.arange(size, dtype=float))
         self._step_ns = np.maximum(self._step * NS, 1.0)      # an iteration lasts >= 1 ns
 
     def _grow_draft(self, n: int) -> None:
-        size = max(n, 2 * len(self._draft))
+        size = max(n, min(2 * len(self._draft), self._request_cap))
         reqs = np.arange(size, dtype=float)
         if self.kind is None:
             self._draft = np.zeros(size)
@@ -88,14 +95,18 @@ class IterationCost:
         return 1.0 / (self._step[b] + self.scheduler_fixed_s(requests))
 
     def scheduler_sps_table(self, requests: int, max_batch_tokens: int) -> np.ndarray:
-        """`scheduler_sps` for R requests by integer batch tokens, covering 0..max_batch_tokens."""
+        """`scheduler_sps` for R requests by integer batch tokens, covering 0..max_batch_tokens
+        (and, grown by doubling, often more: a table is as long as the largest look-up yet)."""
         table = self._sched_tables.get(requests)
         if table is None or max_batch_tokens >= len(table):
             self._fit(requests, max_batch_tokens)
             if len(self._sched_tables) > 256:
                 self._sched_tables.clear()
                 self._sched_lists.clear()
-            table = self._sched_tables[requests] = 1.0 / (self._step + self.scheduler_fixed_s(requests))
+            size = min(len(self._step), max(max_batch_tokens + 1, 2 * len(table) if table is not None
+                                            else INITIAL_TOKENS))
+            table = self._sched_tables[requests] = \
+                1.0 / (self._step[:size] + self.scheduler_fixed_s(requests))
             self._sched_lists.pop(requests, None)
         return table
 
@@ -151,8 +162,8 @@ class IterationCost:
 
     def iteration_ns_fixed(self, draft_table: np.ndarray, requests: np.ndarray,
                            batch_tokens: np.ndarray, context: np.ndarray) -> np.ndarray:
-        """`iteration_ns` with a `fixed_drafts` table; requests and batch tokens must lie within
-        the profile's limits (the tables cover them)."""
+        """`iteration_ns` with a `fixed_drafts` table; IndexError when the requests or batch
+        tokens reach past the tables (then `_fit` them and take a new `fixed_drafts` table)."""
         return self._finish_ns(draft_table[requests], batch_tokens, context)
 
     def _finish_ns(self, draft: np.ndarray, batch_tokens: np.ndarray, context) -> np.ndarray:
@@ -161,29 +172,45 @@ class IterationCost:
             ns = ns + self._context_ns * context
         return np.rint(ns)
 
-    def vllm_tables(self, max_requests: int, max_batch_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    def vllm_tables(self, max_requests: int, max_batch_tokens: int, reach_requests: int | None = None,
+                    reach_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The adaptive-verification policy's cost model: (draft ms by requests, verify ms by
         batch tokens), built as vLLM builds them (cost_tables.py) from this profile's costs at
-        the sizes vLLM would profile. Without capture sizes (an engine without graphs) the
-        tables are the simulated costs themselves. Attention over the KV is left out (vLLM
-        profiles at one fixed context length)."""
+        the sizes vLLM would profile for these limits. Without capture sizes (an engine without
+        graphs) the tables are the simulated costs themselves. Attention over the KV is left out
+        (vLLM profiles at one fixed context length). The dense tables cover at least
+        0..reach_requests and 0..reach_tokens (default: the limits), grown by doubling up to the
+        limits as larger values are asked for; their values do not depend on how far they reach."""
+        reach = (max_requests if reach_requests is None else min(reach_requests, max_requests),
+                 max_batch_tokens if reach_tokens is None else min(reach_tokens, max_batch_tokens))
         key = (max_requests, max_batch_tokens)
-        if getattr(self, "_vllm_key", None) != key:
-            self._fit(max_requests, max_batch_tokens)
-            d = self.scheduler_drafts
-            draft = self._draft * d if self.per_draft else self._draft * (d > 0)
-            sizes = self.hw.capture_sizes
-            if not sizes:
-                tables = (1e3 * draft[:max_requests + 1], 1e3 * self._step[:max_batch_tokens + 1])
-            else:
-                verify_sizes = profile_sizes(sizes, max_batch_tokens)
-                self._fit(0, max(verify_sizes))
-                request_sizes = sorted({min(s, max_requests) for s in sizes})
-                tables = build_cost_tables([(r, 1e3 * draft[r]) for r in request_sizes],
-                                           [(b, 1e3 * self._step[b]) for b in verify_sizes],
-                                           max_requests, max_batch_tokens, sizes[-1])
-            self._vllm_key, self._vllm = key, tables
+        built = getattr(self, "_vllm_reach", (-1, -1)) if getattr(self, "_vllm_key", None) == key else (-1, -1)
+        if reach[0] > built[0] or reach[1] > built[1]:
+            size_r = min(max_requests, max(reach[0], 2 * built[0], INITIAL_REQUESTS))
+            size_t = min(max_batch_tokens, max(reach[1], 2 * built[1], INITIAL_TOKENS))
+            self._vllm_key, self._vllm_reach = key, (size_r, size_t)
+            self._vllm = self._vllm_build(max_requests, max_batch_tokens, size_r, size_t)
         return self._vllm
+
+    def _vllm_build(self, max_requests: int, max_batch_tokens: int, size_r: int,
+                    size_t: int) -> tuple[np.ndarray, np.ndarray]:
+        """`vllm_tables` for these limits, dense over 0..size_r and 0..size_t."""
+        d = self.scheduler_drafts
+        sizes = self.hw.capture_sizes
+        if not sizes:
+            self._fit(size_r, size_t)
+            draft = self._draft[:size_r + 1]
+            draft = draft * d if self.per_draft else draft * (d > 0)
+            return 1e3 * draft, 1e3 * self._step[:size_t + 1]
+        verify_sizes = profile_sizes(sizes, max_batch_tokens)
+        request_sizes = sorted({min(s, max_requests) for s in sizes})
+        self._fit(max(request_sizes), 0)
+        draft = self._draft[request_sizes]
+        draft = draft * d if self.per_draft else draft * (d > 0)
+        # the step cost at each profiled size, however large, without a dense table up to it
+        verify = self._step_base(np.asarray(verify_sizes, dtype=float))
+        return build_cost_tables(list(zip(request_sizes, 1e3 * draft)),
+                                 list(zip(verify_sizes, 1e3 * verify)), size_r, size_t, sizes[-1])
 
     def _fit(self, requests: int, batch_tokens: int) -> None:
         if batch_tokens >= len(self._step):

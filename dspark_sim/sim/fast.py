@@ -51,8 +51,6 @@ class FastReplica(ReplicaBase):
         self._planned = (sampler is None or sampler.static_confidence or not p.needs_confidence) \
             and not p.lag and p.plan(np.zeros((1, self.gamma)), 1, self.cost) is not None
         self._draft_ns = self.cost.fixed_drafts(p.drafts) if p.drafts is not None else None
-        hw = self.cost.hw
-        self._tables_cover = hw.max_batch_tokens is not None and hw.max_batch_requests is not None
 
     # --- verify lengths --------------------------------------------------------------------
 
@@ -169,8 +167,8 @@ class FastReplica(ReplicaBase):
         n_dec[0] = r0
         batch[0] = r0 + sum0 + prefill0
         context[0] = int(state[KV, :r0].sum()) + prefill_context
-        if self._draft_ns is not None and self._tables_cover:
-            ns = self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context)
+        if self._draft_ns is not None:
+            ns = self._fixed_ns(n_dec, batch, context)
         else:
             drafts = self.policy.drafts
             if drafts is None:       # goodput: this iteration's k
@@ -203,6 +201,16 @@ class FastReplica(ReplicaBase):
         if lag:
             self.record_history(raw[:end + 1])
         return int(times[end])
+
+    def _fixed_ns(self, n_dec: np.ndarray, batch: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """Iteration nanoseconds of a policy with a fixed number of drafts; the cost tables
+        grow (and this replica's draft table with them) when the block reaches past them."""
+        try:
+            return self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context)
+        except IndexError:
+            self.cost._fit(int(n_dec.max()), int(batch.max()))
+            self._draft_ns = self.cost.fixed_drafts(self.policy.drafts)
+            return self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context)
 
     # --- rows in and out ---------------------------------------------------------------------
 

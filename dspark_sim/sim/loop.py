@@ -30,8 +30,7 @@ class LoopReplica(ReplicaBase):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         p, cost = self.policy, self.cost
-        self._unbounded = self.budget >= (1 << 16) or self.max_requests >= (1 << 16)
-        self._tables(min(self.max_requests, 1 << 16), min(self.budget, 1 << 16))
+        self._tables(0, 0)          # the cost's tables as far as they reach; grown on demand
         self._context_ns = cost._context_ns if cost.per_context else 0.0
         self._task = self.sampler.task_index if self.sampler is not None else None
         self._oracle = p.needs_accepted          # verifies exactly the accepted run
@@ -104,39 +103,62 @@ class LoopReplica(ReplicaBase):
         rid, seq, tok, first, owed = self._rid, self._seq, self._tok, self._first, self._owed
         prefilling, waiting = self.prefilling, self.waiting
         context_ns, draft_fixed, step_ns = self._context_ns, self._draft_fixed, self._step_ns
+        n_step, n_draft = len(step_ns), len(self._draft_ns)
         it = self.iterations
         kv_sum = self._kv_sum
         lag, oracle, budget = self.policy.lag, self._oracle, self.budget
         total = self._sum_lengths
-        unbounded = self._unbounded
         closed = self.cluster.closed_think_ns is not None
+        inline = not closed and len(self.cluster.replicas) == 1
+        steady = not (oracle or lag or self.prefill_elsewhere)    # and, each time, not prefilling
         while True:
             r = len(rid)
-            if oracle:
-                once = self._oracle_trim(it, r) if r * (self.gamma + 1) > budget else None
-            elif prefilling or lag:
-                once = self._lengths_now(it, r)
+            if r and steady and not prefilling:
+                # iterations of the same rows at their usual verify lengths, without prefill:
+                # only the rows' tokens and the KV context change, until a row finishes or an
+                # iteration reaches the next arrival (admission cannot change meanwhile: only a
+                # finish frees a slot or KV)
+                batch = r + total
+                if batch >= n_step or r >= n_draft:
+                    self._tables(r, batch)
+                    draft_fixed, step_ns = self._draft_fixed, self._step_ns
+                    n_step, n_draft = len(step_ns), len(self._draft_ns)
+                base = draft_fixed[r] + step_ns[batch] if draft_fixed is not None else \
+                    self._draft_of(r, self._lengths) + step_ns[batch]
+                done = chunks = None
+                while True:
+                    emitted = 0
+                    for k in range(r):
+                        e = tok[k][it - first[k]]
+                        left = owed[k] - e
+                        owed[k] = left
+                        emitted += e
+                        if left <= 0:
+                            if done is None:
+                                done = []
+                            done.append(k)
+                    end = now + round(base + context_ns * kv_sum if context_ns else base)
+                    if done is not None or end >= t_arr:
+                        break
+                    kv_sum += emitted
+                    it += 1
+                    now = end
             else:
-                once = None
-            # decoding rows: 1 + accepted drafts each (owed may go below 0: the surplus of the
-            # last step is dropped when the row retires)
-            emitted = 0
-            done = None
-            if once is None:
-                for k in range(r):
-                    e = tok[k][it - first[k]]
-                    left = owed[k] - e
-                    owed[k] = left
-                    emitted += e
-                    if left <= 0:
-                        if done is None:
-                            done = []
-                        done.append(k)
-            else:                           # an iteration with other verify lengths
+                if oracle:
+                    once = self._oracle_trim(it, r) if r * (self.gamma + 1) > budget else None
+                elif prefilling or lag:
+                    once = self._lengths_now(it, r)
+                else:
+                    once = None
+                # decoding rows: 1 + accepted drafts each (owed may go below 0: the surplus of the
+                # last step is dropped when the row retires)
+                emitted = 0
+                done = None
+                lengths = self._lengths if once is None else once
                 for k in range(r):
                     a = seq[k][it - first[k]]
-                    if a > once[k]:
-                        a = once[k]
+                    if a > lengths[k]:
+                        a = lengths[k]
                     left = owed[k] - a - 1
                     owed[k] = left
                     emitted += a + 1
@@ -144,27 +166,24 @@ class LoopReplica(ReplicaBase):
                         if done is None:
                             done = []
                         done.append(k)
-            verified = emitted - r if oracle else (total if once is None else sum(once))
-            batch = r + verified
-            chunks, prefill_context = None, 0
-            if prefilling:       # prefill takes what the decode tokens leave, FCFS
-                prefill_max = min(self._pending, max(0, budget - r))
-                chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - batch))
-                batch += sum(take for _, take in chunks)
-            if unbounded and (batch >= len(step_ns) or r >= len(self._draft_ns)):
-                self._tables(2 * r + 1, 2 * batch + 1)
-                draft_fixed, step_ns = self._draft_fixed, self._step_ns
-            if draft_fixed is not None:
-                ns = draft_fixed[r] + step_ns[batch]
-            else:
-                lengths = once if once is not None else self._lengths
-                k = max(lengths) if lengths else 0
-                draft = self._draft_ns[r] * k if self.cost.per_draft else \
-                    (self._draft_ns[r] if k > 0 else 0.0)
-                ns = draft + step_ns[batch]
-            if context_ns:
-                ns = ns + context_ns * (kv_sum + prefill_context)
-            end = now + round(ns)
+                verified = emitted - r if oracle else (total if once is None else sum(once))
+                batch = r + verified
+                chunks, prefill_context = None, 0
+                if prefilling:       # prefill takes what the decode tokens leave, FCFS
+                    prefill_max = min(self._pending, max(0, budget - r))
+                    chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - batch))
+                    batch += sum(take for _, take in chunks)
+                if batch >= n_step or r >= n_draft:
+                    self._tables(r, batch)
+                    draft_fixed, step_ns = self._draft_fixed, self._step_ns
+                    n_step, n_draft = len(step_ns), len(self._draft_ns)
+                if draft_fixed is not None:
+                    ns = draft_fixed[r] + step_ns[batch]
+                else:
+                    ns = self._draft_of(r, lengths) + step_ns[batch]
+                if context_ns:
+                    ns = ns + context_ns * (kv_sum + prefill_context)
+                end = now + round(ns)
             kv_sum += emitted
             it += 1
             if done is not None or chunks:
@@ -182,7 +201,14 @@ class LoopReplica(ReplicaBase):
                         t_arr = t_next
             now = end
             if now >= t_arr:
-                break
+                if not inline:
+                    break
+                # the only replica of an open loop takes the arrivals itself rather than hand
+                # back to SimPy: the same queue, in the same order, at the same boundary
+                self.cluster.dispatch_until(now)
+                t_arr = self.cluster.next_arrival_ns(self)
+                if t_arr is None:
+                    t_arr = 1 << 62
             if waiting:
                 if self.prefill_elsewhere:       # admitted requests join the rows at once
                     self._kv_sum, self.iterations = kv_sum, it
@@ -199,6 +225,12 @@ class LoopReplica(ReplicaBase):
         self._kv_sum = kv_sum
         self.iterations = it
         return now
+
+    def _draft_of(self, r: int, lengths: list[int]) -> float:
+        """Drafting nanoseconds of an iteration with r rows verifying `lengths`, for goodput,
+        which pays for the k it picks (the other policies use the fixed-drafts table)."""
+        k = max(lengths) if lengths else 0
+        return self._draft_ns[r] * k if self.cost.per_draft else (self._draft_ns[r] if k > 0 else 0.0)
 
     def _lengths_now(self, it: int, r: int) -> list[int] | None:
         """Verify lengths of an iteration with prefill to do (the base is the prefill it could

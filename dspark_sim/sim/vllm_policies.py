@@ -81,7 +81,8 @@ class AdaptiveVerification(Policy):
         requests = r + int(cols.others[0])
         non_draft = r + int(cols.base[0])
         draft_ms, verify_ms = cost.vllm_tables(max(self.max_requests, requests),
-                                               max(self.max_batch_tokens, non_draft + max_budget))
+                                               max(self.max_batch_tokens, non_draft + max_budget),
+                                               requests, non_draft + max_budget)
         tokens = np.concatenate(([sampling], sampling + np.cumsum(scores)))
         costs = draft_ms[requests] + verify_ms[non_draft:non_draft + max_budget + 1]
         return int(np.argmax(tokens / costs))
