@@ -33,8 +33,8 @@ mkdir -p logs "$RUN/measure"
 
 runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the first seed otherwise
   local first=${SEEDS%% *}
-  for kind in $KINDS; do
-    for seed in $SEEDS; do
+  for seed in $SEEDS; do
+    for kind in $KINDS; do
       if [ "$seed" = "$first" ] || [[ " $SEEDS_EXTRA_KINDS " == *" $kind "* ]]; then echo "$kind $seed"; fi
     done
   done

@@ -80,11 +80,13 @@ def draft_vocabulary(cache: FeatureCache, size: int, always: set[int]) -> torch.
 
 
 def new_drafter(kind: str, target: Any, cache: FeatureCache, *, seq_init: str = "bigram",
-                seq_init_scale: float = 1.0, seed: int = 0, **arch: Any) -> torch.nn.Module:
+                seq_init_scale: float = 1.0, seed: int = 0, val_fraction: float = 0.03,
+                **arch: Any) -> torch.nn.Module:
     """A fresh drafter for `target` on the cache's taps, its draft vocabulary set from the data.
 
-    DSpark's sequential head starts from the data's bigram statistics (`seq_init="bigram"`,
-    train/seqinit.py) or from the zero bias (`"zero"`: W2 = 0, the old start, a saddle)."""
+    DSpark's sequential head starts from the bigram statistics of the training split (the
+    trainer's `val_fraction` split; `seq_init="bigram"`, train/seqinit.py) or from the zero bias
+    (`"zero"`: W2 = 0, the old start, a saddle)."""
     if seq_init not in ("bigram", "zero"):
         raise InputError(f"must be bigram or zero, got {seq_init!r}", field="--seq-init")
     torch.manual_seed(seed)
@@ -102,8 +104,10 @@ def new_drafter(kind: str, target: Any, cache: FeatureCache, *, seq_init: str = 
     head = getattr(module, "seq_head", None)
     if head is not None and seq_init == "bigram":
         from .seqinit import init_seq_head_from_bigrams
+        from .batches import split_entries
+        train_ids, _ = split_entries(cache, val_fraction)
         module.seq_init = init_seq_head_from_bigrams(head, cache, module.vocab.ids, module.vocab.vocab_size,
-                                                     scale=seq_init_scale, seed=seed)
+                                                     scale=seq_init_scale, seed=seed, entries=train_ids)
     return module
 
 

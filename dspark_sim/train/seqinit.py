@@ -25,13 +25,15 @@ from ..decode.drafters.seqheads import MarkovHead, RNNHead
 from .featcache import FeatureCache
 
 
-def bigram_counts(cache: FeatureCache, row_of: np.ndarray, n_rows: int) -> np.ndarray:
-    """Counts [n_rows + 1, n_rows] of (previous token row, response token row) pairs.
+def bigram_counts(cache: FeatureCache, row_of: np.ndarray, n_rows: int,
+                  entries: list[int] | None = None) -> np.ndarray:
+    """Counts [n_rows + 1, n_rows] of (previous token row, response token row) pairs over the
+    cache's `entries` (default: all; training passes its training split only).
 
     `row_of[token]` is the draft-vocabulary row of a token (n_rows = outside); the previous
     token may be any token (its shared row is n_rows), the next one must be draftable."""
     counts = np.zeros((n_rows + 1) * n_rows, dtype=np.int64)
-    for e in cache.entries:
+    for e in (cache.entries if entries is None else [cache.entries[i] for i in entries]):
         toks = np.asarray(cache.tokens[e.offset:e.offset + e.length], dtype=np.int64)
         start = max(1, e.prompt_len)
         if start >= len(toks):
@@ -70,12 +72,13 @@ def low_rank_factors(matrix: np.ndarray, rank: int, seed: int = 0) -> tuple[torc
 @torch.no_grad()
 def init_seq_head_from_bigrams(head: MarkovHead, cache: FeatureCache, vocab_ids: torch.Tensor,
                                vocab_size: int, *, scale: float = 1.0, beta: float = 8.0,
-                               seed: int = 0) -> dict:
-    """Set the head's W1 / W2 from the cache's bigram statistics; returns what was fitted."""
+                               seed: int = 0, entries: list[int] | None = None) -> dict:
+    """Set the head's W1 / W2 from the bigram statistics of the cache's `entries` (default all);
+    returns what was fitted."""
     n_rows = int(vocab_ids.numel())
     row_of = np.full(vocab_size, n_rows, dtype=np.int64)
     row_of[vocab_ids.long().numpy()] = np.arange(n_rows)
-    counts = bigram_counts(cache, row_of, n_rows)
+    counts = bigram_counts(cache, row_of, n_rows, entries)
     pmi = centred_pmi(counts, beta=beta)
     a, b = low_rank_factors(pmi, head.rank, seed)
     if isinstance(head, RNNHead):
