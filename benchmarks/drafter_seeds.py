@@ -21,7 +21,9 @@ from dspark_sim.fileio import write_json_atomic, write_text_atomic
 KINDS = ("dspark", "dflash", "eagle3", "mtp1")
 TASKS = ("math", "code", "chat")
 NAMES = {"mtp1": "MTP-1 (gamma 1)", "eagle3": "Eagle3", "dflash": "DFlash", "dspark": "DSpark",
-         "dspark-nohead": "DSpark, head zeroed"}
+         "dspark-nohead": "DSpark, head zeroed", "dspark_rnn": "DSpark, RNN head",
+         "dspark_rnn-nohead": "DSpark, RNN head zeroed"}
+VARIANTS = ("dspark-nohead", "dspark_rnn", "dspark_rnn-nohead")   # reported, not ranked
 
 
 def zero_head(src: Path, dst: Path) -> None:
@@ -53,8 +55,8 @@ def rename(src_stem: Path, dst_stem: Path) -> None:
 def load_taus(measure: Path, seeds: list[str]) -> dict[tuple[str, int], dict[str, list[float]]]:
     """{(kind, T): {task: [tau per seed]}} from RUN-sSEED-tT.report.json files."""
     out: dict[tuple[str, int], dict[str, list[float]]] = {}
-    for kind in KINDS + ("dspark-nohead",):
-        base, suffix = (kind, "") if kind != "dspark-nohead" else ("dspark", "-nohead")
+    for kind in KINDS + VARIANTS:
+        base, suffix = (kind[:-len("-nohead")], "-nohead") if kind.endswith("-nohead") else (kind, "")
         for t in (0, 1):
             per_task: dict[str, list[float]] = {}
             for seed in seeds:
@@ -121,7 +123,7 @@ def first_on_every_task(taus: dict, t: int) -> list[str]:
 def training_rows(runs: Path, seeds: list[str]) -> list[str]:
     lines = ["| run | steps | train seconds | tokens in the data | held-out accept@1 | head start |",
              "|---|---|---|---|---|---|"]
-    for kind in KINDS:
+    for kind in KINDS + ("dspark_rnn",):
         for seed in seeds:
             p = runs / f"{kind}-s{seed}" / "summary.json"
             if not p.is_file():
@@ -147,9 +149,10 @@ def table(args: argparse.Namespace) -> None:
             g = macro_gains(taus, t, "dspark", b)
             if g:
                 out.append(f"- macro gain of DSpark over {NAMES[b]}: {g}")
-        head = macro_gains(taus, t, "dspark", "dspark-nohead")
-        if head:
-            out.append(f"- the sequential head's own contribution (same checkpoints, head zeroed): {head}")
+        for kind, what in (("dspark", "Markov"), ("dspark_rnn", "RNN")):
+            head = macro_gains(taus, t, kind, kind + "-nohead")
+            if head:
+                out.append(f"- the {what} head's own contribution (same checkpoints, head zeroed): {head}")
         out += first_on_every_task(taus, t) + [""]
     out += ["## Training runs", ""] + training_rows(args.runs, seeds) + [""]
     write_text_atomic(args.out, "\n".join(out))

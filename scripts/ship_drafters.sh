@@ -8,7 +8,8 @@
 # Usage: scripts/ship_drafters.sh [STAGE...]  (stages: distill train ablate measure ship calibrate speed table)
 # Settings: STEPS (160 optimizer steps per run), SEEDS ("0 1 2"), KINDS ("dspark dflash eagle3 mtp1"),
 # SEEDS_EXTRA_KINDS (kinds trained on every seed; others on the first seed only: "dspark dflash"),
-# JOBS (2 parallel runs), N (prompts per task, 10), TOKENS (96), THREADS (1).
+# JOBS (2 parallel runs), N (prompts per task, 6), TOKENS (64), THREADS (1), RNN (1: also DSpark
+# with the RNN head, first seed, measured with and without its head).
 # Every stage resumes where it stopped (training from its checkpoints, measuring from its record
 # files). Logs go to logs/, work files to runs/train/.
 set -euo pipefail
@@ -22,8 +23,9 @@ SEEDS=${SEEDS:-0 1 2}
 KINDS=${KINDS:-dspark dflash eagle3 mtp1}
 SEEDS_EXTRA_KINDS=${SEEDS_EXTRA_KINDS:-dspark dflash}
 JOBS=${JOBS:-2}
-N=${N:-10}
-TOKENS=${TOKENS:-96}
+N=${N:-6}
+TOKENS=${TOKENS:-64}
+RNN=${RNN:-1}
 THREADS=${THREADS:-1}
 SHIP=dspark_sim/data/drafters
 ACC=dspark_sim/data/acceptance
@@ -31,13 +33,19 @@ TASKS="math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/
 stages=${*:-train ablate measure ship calibrate speed table}
 mkdir -p logs "$RUN/measure"
 
-runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the first seed otherwise
+runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the first seed otherwise;
+           # dspark_rnn = DSpark with --seq-head rnn
   local first=${SEEDS%% *}
   for seed in $SEEDS; do
     for kind in $KINDS; do
       if [ "$seed" = "$first" ] || [[ " $SEEDS_EXTRA_KINDS " == *" $kind "* ]]; then echo "$kind $seed"; fi
     done
   done
+  if [ "$RNN" = 1 ]; then echo "dspark_rnn $first"; fi
+}
+heads() {  # runs whose head-zeroed twins are measured
+  for seed in $SEEDS; do echo "dspark-s$seed"; done
+  if [ "$RNN" = 1 ]; then echo "dspark_rnn-s${SEEDS%% *}"; fi
 }
 
 for stage in $stages; do
@@ -51,17 +59,18 @@ train)
     --steps 1 --threads $THREADS --fresh > logs/train-features.log 2>&1
   runs | xargs -P "$JOBS" -L 1 bash -c '
     kind=$0; seed=$1; rowlen=1024; [ $kind = eagle3 ] && rowlen=512   # 7 unrolled passes per row
-    '"$CLI"' train --drafter $kind --data '"$DATA"' --features '"$RUN"'/features \
+    head=markov; drafter=$kind; [ $kind = dspark_rnn ] && head=rnn && drafter=dspark
+    '"$CLI"' train --drafter $drafter --seq-head $head --data '"$DATA"' --features '"$RUN"'/features \
       --out '"$RUN"'/$kind-s$seed --steps '"$STEPS"' --gamma 7 --draft-vocab 8192 --seq-rank 64 \
       --row-len $rowlen --anchors 256 --seed $seed --threads '"$THREADS"' \
       > logs/train-$kind-s$seed.log 2>&1' ;;
 ablate)   # the same DSpark checkpoints with the sequential head's bias zeroed
-  for seed in $SEEDS; do
-    .venv/bin/python benchmarks/drafter_seeds.py zero-head $RUN/dspark-s$seed/drafter $RUN/dspark-s$seed-nohead
+  for run in $(heads); do
+    .venv/bin/python benchmarks/drafter_seeds.py zero-head $RUN/$run/drafter $RUN/$run-nohead
   done ;;
 measure)
   items=$(runs | while read -r kind seed; do for t in 0 1; do echo "$kind-s$seed $kind $t"; done; done
-          for seed in $SEEDS; do echo "dspark-s$seed-nohead dspark 0"; done)
+          for run in $(heads); do echo "$run-nohead dspark 0"; done)
   echo "$items" | xargs -P "$JOBS" -L 1 bash -c '
     run=$0; kind=$1; t=$2; g=7; [ $kind = mtp1 ] && g=1
     dir='"$RUN"'/$run/drafter; [ -d $dir ] || dir='"$RUN"'/$run
