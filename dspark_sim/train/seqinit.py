@@ -32,7 +32,7 @@ def bigram_counts(cache: FeatureCache, row_of: np.ndarray, n_rows: int,
 
     `row_of[token]` is the draft-vocabulary row of a token (n_rows = outside); the previous
     token may be any token (its shared row is n_rows), the next one must be draftable."""
-    counts = np.zeros((n_rows + 1) * n_rows, dtype=np.int64)
+    pairs = []
     for e in (cache.entries if entries is None else [cache.entries[i] for i in entries]):
         toks = np.asarray(cache.tokens[e.offset:e.offset + e.length], dtype=np.int64)
         start = max(1, e.prompt_len)
@@ -40,7 +40,9 @@ def bigram_counts(cache: FeatureCache, row_of: np.ndarray, n_rows: int,
             continue
         prev, nxt = row_of[toks[start - 1:-1]], row_of[toks[start:]]
         keep = nxt < n_rows
-        counts += np.bincount(prev[keep] * n_rows + nxt[keep], minlength=counts.size)
+        pairs.append(prev[keep] * n_rows + nxt[keep])
+    flat = np.concatenate(pairs) if pairs else np.zeros(0, dtype=np.int64)
+    counts = np.bincount(flat, minlength=(n_rows + 1) * n_rows)
     return counts.reshape(n_rows + 1, n_rows)
 
 
