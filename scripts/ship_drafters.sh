@@ -5,7 +5,7 @@
 # the same data, several seeds each -> DSpark's head zeroed (its own contribution) -> acceptance at
 # T = 0 and T = 1 on GSM8K test / HumanEval / MT-Bench -> STS calibration of the shipped DSpark ->
 # tables with seed spread.
-# Usage: scripts/ship_drafters.sh [STAGE...]  (stages: distill train ablate measure ship calibrate speed table)
+# Usage: scripts/ship_drafters.sh [STAGE...]  (stages: distill train ablate measure calibrate ship speed table)
 # Settings: STEPS (160 optimizer steps per run), SEEDS ("0 1 2"), KINDS ("dspark dflash eagle3 mtp1"),
 # SEEDS_EXTRA_KINDS (kinds trained on every seed; others on the first seed only: "dspark dflash"),
 # JOBS (2 parallel runs), N (prompts per task, 6), TOKENS (64), THREADS (1), RNN (1: also DSpark
@@ -30,7 +30,7 @@ THREADS=${THREADS:-1}
 SHIP=dspark_sim/data/drafters
 ACC=dspark_sim/data/acceptance
 TASKS="math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/HumanEval.jsonl,chat=../shared/prompts/mt_bench/question.jsonl"
-stages=${*:-train ablate measure ship calibrate speed table}
+stages=${*:-train ablate measure calibrate ship speed table}
 mkdir -p logs "$RUN/measure"
 
 runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the first seed otherwise;
@@ -91,7 +91,7 @@ calibrate)
   # Rollouts are saved as $RUN/calibration-tT/rollouts.npz: refit without decoding with
   # `dspark-sim calibrate --rollouts $RUN/calibration-tT/rollouts.npz --report DIR`.
   for t in 0 1; do
-    $CLI calibrate --drafter $SHIP/dspark --temperature $t --n ${NCAL:-16} --gamma 7 \
+    $CLI calibrate --drafter $RUN/dspark-s${SEEDS%% *}/drafter --temperature $t --n ${NCAL:-16} --gamma 7 \
       --max-new-tokens $TOKENS --report $RUN/calibration-t$t --threads $THREADS > logs/calibrate-t$t.log 2>&1
   done ;;
 speed)
