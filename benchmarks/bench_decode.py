@@ -43,9 +43,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96, help="new tokens per prompt")
     ap.add_argument("--gamma", type=int, default=7)
     ap.add_argument("--scheduled", action="store_true", help="also run the one-request scheduler")
-    ap.add_argument("--hw", default="cpu-2core-smollm2-135m-decode-loop",
+    ap.add_argument("--hw", default="measure",
                     help="hardware profile for --scheduled and the bound (a name or .yaml), or "
-                         "'measure': time this decode loop's step curve first")
+                         "'measure' (default): time this decode loop's step curve first, in this run")
     ap.add_argument("--skip-drafting", choices=("on", "off", "both"), default="on",
                     help="the scheduled decoder's draft gate (both: run it with and without)")
     ap.add_argument("--hf", action="store_true", help="also time transformers' generate()")

@@ -98,7 +98,7 @@ speed)
   # plain vs DSpark verifying all 7 drafts vs DSpark scheduled with and without skipping draft
   # steps, per prompt, on this decode loop's own step curve
   .venv/bin/python benchmarks/bench_decode.py --drafter dspark --scheduled --skip-drafting both \
-    --hw ${HW:-cpu-2core-smollm2-135m-decode-loop} --tasks "$TASKS" --prompts ${NS:-8} --tokens 128 \
+    --hw ${HW:-measure} --tasks "$TASKS" --prompts ${NS:-8} --tokens 128 \
     --gamma 7 --threads $THREADS --json $RUN/speed.json > logs/speed.log 2>&1 ;;
 table)
   .venv/bin/python benchmarks/drafter_seeds.py table --measure $RUN/measure --runs $RUN \

@@ -110,8 +110,8 @@ def register(app: typer.Typer) -> None:
                                    "confidence head verify all)."),
         hw: str = typer.Option("cpu-2core-smollm2-135m", "--hw", help="Hardware profile (shipped "
                                "name or .yaml path) the scheduler reads with --verify scheduled "
-                               "(cpu-2core-smollm2-135m-decode-loop: this decode loop's own "
-                               "step curve on the 2-core CPU, `profile --runner decode-loop`)."),
+                               "(`profile --runner decode-loop` measures this decode loop's own "
+                               "step curve)."),
         skip_drafting: bool = typer.Option(True, "--skip-drafting/--no-skip-drafting", help="With "
                                            "--verify scheduled: skip the draft step while the "
                                            "previous steps' confidences say drafting does not "
