@@ -77,3 +77,22 @@ def test_the_speedup_bound():
     assert speedup_bound(step.__getitem__, 0.010, np.zeros(4)) == (1.0, 0)
     surv = survival_from_tau_histogram([0, 1, 4, 2, 3], [4, 4, 4, 4, 2], 4)
     assert surv.tolist() == [0.75, 0.5, 0.25, 0.25]
+
+
+def test_the_decode_loop_profile_times_every_width_the_draft_step_and_prefill():
+    from toys import tiny_llama
+
+    from dspark_sim.decode.drafters import make_drafter
+    from dspark_sim.decode.loop_profile import measure_decode_loop_profile
+    from dspark_sim.decode.target import HFTarget
+    from dspark_sim.hardware.profiler import ProfileGrid
+
+    target = HFTarget(tiny_llama(seed=0, vocab=260))
+    grid = ProfileGrid((1,), (1, 2, 5), (32,), (16,), repeats=2, warmup=1)
+    prof, fit = measure_decode_loop_profile(target, [make_drafter("ngram", target)], grid, 4, "cpu",
+                                            "toy-loop", "tiny")
+    ops = [(m["op"], m["width"]) for m in prof.extra["measurements"]]
+    assert ("decode", 1) in ops and ("decode", 5) in ops and prof.extra["runner"] == "decode-loop"
+    assert prof.draft_time("ngram", 1) > 0
+    with pytest.raises(ValueError):
+        measure_decode_loop_profile(target, [], ProfileGrid((1, 2), (1,), (8,), ()), 1, "cpu", "x", "y")
