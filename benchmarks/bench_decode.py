@@ -143,14 +143,15 @@ def main() -> None:
 
 def hardware_curve(args, target, drafter):
     """The step curve the scheduler and the bound read: a profile by name/path, or this decode
-    loop's own curve timed now (`--hw measure`, widths 1..gamma+1 at a 256-token context)."""
+    loop's own curve timed now (`--hw measure`, widths 1..gamma+1 at 128- and 512-token contexts,
+    so the fit can tell the step from the attention over the context)."""
     if args.hw != "measure":
         from dspark_sim.profiles.registry import load_hw_profile
         return load_hw_profile(args.hw)
     from dspark_sim.decode.loop_profile import measure_decode_loop_profile
     from dspark_sim.hardware.profiler import ProfileGrid
 
-    grid = ProfileGrid((1,), tuple(range(1, args.gamma + 2)), (256,), (), repeats=7, warmup=2)
+    grid = ProfileGrid((1,), tuple(range(1, args.gamma + 2)), (128, 512), (), repeats=5, warmup=1)
     prof, _ = measure_decode_loop_profile(target, [drafter], grid, args.gamma, "cpu",
                                           "decode-loop-measured-now", "SmolLM2-135M-Instruct")
     steps = ", ".join(f"{x}: {y * 1e3:.1f}" for x, y in zip(prof.step_curve.x, prof.step_curve.y))
