@@ -170,14 +170,14 @@ class FastReplica(ReplicaBase):
         batch[0] = r0 + sum0 + prefill0
         context[0] = int(state[KV, :r0].sum()) + prefill_context
         if self._draft_ns is not None and self._tables_cover:
-            ns = self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context)
+            ns = self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context, prefill0)
         else:
             drafts = self.policy.drafts
             if drafts is None:       # goodput: this iteration's k
                 drafts = (verify[:, None] if planned else verify).max(axis=0, initial=0) \
                     * np.ones(m, dtype=np.int64)
                 drafts[0] = int(verify0.max(initial=0))
-            ns = self.cost.iteration_ns(n_dec, batch, context, drafts)
+            ns = self.cost.iteration_ns(n_dec, batch, context, drafts, prefill0)
         ns[0] += now
         times = np.cumsum(ns)
         end = self._block_end(fin, verify, times, m, t_arr, done0, planned, dependent)

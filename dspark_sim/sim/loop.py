@@ -54,6 +54,8 @@ class LoopReplica(ReplicaBase):
     def _tables(self, requests: int, batch_tokens: int) -> None:
         cost, drafts = self.cost, self.policy.drafts
         self._draft_ns, self._step_ns = cost.ns_lists(requests, batch_tokens)
+        self._slope_ns = cost.slope_list(requests, ns=True)
+        self._prefill_ns = cost.prefill_ns.tolist() if cost.prefill_ns is not None else None
         # goodput (drafts None) pays for the k it picks each iteration
         self._draft_fixed = cost.fixed_drafts(drafts).tolist() if drafts is not None else None
 
@@ -160,11 +162,15 @@ class LoopReplica(ReplicaBase):
                 lengths = once if once is not None else self._lengths
                 k = max(lengths) if lengths else 0
                 draft = self._draft_ns[r] * k if self.cost.per_draft else \
-                    (self._draft_ns[r] if k > 0 else 0.0)
+                    (self._draft_ns[r] + (k * self._slope_ns[r] if self._slope_ns else 0.0)
+                     if k > 0 else 0.0)
                 ns = draft + step_ns[batch]
+            prefill_ns = self._prefill_ns
+            if prefill_ns is not None and chunks:
+                ns = ns + prefill_ns[batch - r - verified]
             if context_ns:
                 ns = ns + context_ns * (kv_sum + prefill_context)
-            end = now + round(ns)
+            end = now + (round(ns) if prefill_ns is None else max(1, round(ns)))
             kv_sum += emitted
             it += 1
             if done is not None or chunks:
