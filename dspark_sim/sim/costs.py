@@ -50,6 +50,7 @@ class IterationCost:
         self.linear = self._slope is not None       # block drafter priced by drafts made
         self.has_prefill = hw.prefill_curve is not None
         self._slope_s = self._slope_ns = np.zeros(0)
+        self._slope_lists: dict[bool, list[float]] = {}
         self.prefill_ns: np.ndarray | None = None    # by prefill tokens, when has_prefill
         self.per_context = float(hw.per_context_token_s)
         self._context_ns = self.per_context * NS
@@ -101,7 +102,10 @@ class IterationCost:
         if not self.linear:
             return []
         self._fit(max_requests, 0)
-        return (self._slope_ns if ns else self._slope_s).tolist()
+        out = self._slope_lists.get(ns)
+        if out is None or len(out) != len(self._slope_s):
+            out = self._slope_lists[ns] = (self._slope_ns if ns else self._slope_s).tolist()
+        return out
 
     def scheduler_fixed_s(self, requests) -> np.ndarray:
         """Seconds of an iteration with R decoding requests that do not depend on its batch
