@@ -121,7 +121,7 @@ def test_profile_cli_random_config_and_local_folder(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--random-config", "qwen3-8b", "--runner", "fast"], "must be engine or hf"),
+    (["--random-config", "qwen3-8b", "--runner", "fast"], "must be engine, hf or decode-loop"),
     (["--random-config", "qwen3-8b", "--runner", "hf", "--drafters", "ngram"], "need --runner engine"),
     (["--target", "/no/such/model"], "not a local Hugging Face model folder"),
     ([], "exactly one of --target and --random-config"),
