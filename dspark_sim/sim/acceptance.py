@@ -35,7 +35,8 @@ class AcceptanceSampler:
         rng = np.random.default_rng([seed, 0xACC])
         specs: list[TaskAcceptance] = []
         index_of: dict[str, int] = {}
-        for name in sorted({str(t) for t in tasks}):
+        names = list(map(str, tasks.tolist() if isinstance(tasks, np.ndarray) else tasks))
+        for name in sorted(set(names)):
             spec = profile.for_task(name)
             # Tasks that fall back to the same profile task share one index.
             found = next((i for i, s in enumerate(specs) if s is spec), None)
@@ -43,7 +44,7 @@ class AcceptanceSampler:
                 specs.append(spec)
                 found = len(specs) - 1
             index_of[name] = found
-        self.task_index = np.array([index_of[str(t)] for t in tasks], dtype=np.int64)
+        self.task_index = np.array(list(map(index_of.__getitem__, names)), dtype=np.int64)
         n = len(self.task_index)
         mean = np.stack([survivals(s.conditional_accept(g)) for s in specs])
         self.mean_survival_by_task = mean
@@ -62,6 +63,7 @@ class AcceptanceSampler:
         self._offset = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64) if n else slots
         self._uniform = rng.random(int(slots.sum()) + pad + 1) if self._param.any() else np.zeros(1)
         self._seq_blocks: dict[int, tuple[bytes, int]] = {}
+        self._lists: tuple[list[bool], list[int], list[int]] | None = None   # for `sequence`
         self._emp_bytes: bytes | None = None
         # Empirical: all measured requests of all tasks end to end; each request picks one.
         starts, lengths, acc, surv, capped = [], [], [], [], []
@@ -129,16 +131,19 @@ class AcceptanceSampler:
         """A request's accepted runs as bytes and their period: step s has run seq[s % period]
         (the same values `accepted` gives). Parametric runs are drawn for a block of
         `_SEQ_BLOCK` consecutive requests at a time (a few blocks are kept)."""
-        if self._param[rid]:
-            n = int(self._slots[rid])
+        if self._lists is None:
+            self._lists = (self._param.tolist(), self._slots.tolist(), self._offset.tolist())
+        param, slots, offset = self._lists
+        if param[rid]:
+            n = slots[rid]
             if n == 0:
-                return self._runs(int(self._offset[rid]), 1, int(self.task_index[rid])), 1
+                return self._runs(offset[rid], 1, int(self.task_index[rid])), 1
             block = rid // _SEQ_BLOCK
             cached = self._seq_blocks.get(block)
             if cached is None:
                 cached = self._seq_block(block)
             runs, base = cached
-            start = int(self._offset[rid]) - base
+            start = offset[rid] - base
             return runs[start:start + n], n
         if self._emp_bytes is None:
             self._emp_bytes = self._emp_acc.astype(np.uint8).tobytes()
@@ -161,11 +166,13 @@ class AcceptanceSampler:
         hi = min(lo + _SEQ_BLOCK, len(self._slots))
         base = int(self._offset[lo])
         end = int(self._offset[hi - 1] + self._slots[hi - 1])
-        tasks = np.repeat(self.task_index[lo:hi], self._slots[lo:hi])
         u = self._uniform[base:end]
         runs = np.zeros(len(u), dtype=np.uint8)
-        for a_j in self.mean_survival_by_task.T:      # one position at a time: cheap 1-D passes
-            runs += u < a_j[tasks]
+        by_task = self.mean_survival_by_task
+        # with one task every slot has the same survivals: compare with scalars
+        tasks = None if len(by_task) == 1 else np.repeat(self.task_index[lo:hi], self._slots[lo:hi])
+        for a_j in by_task.T:      # one position at a time: cheap 1-D passes
+            runs += u < (a_j[0] if tasks is None else a_j[tasks])
         if len(self._seq_blocks) >= 4:
             self._seq_blocks.clear()
         out = self._seq_blocks[block] = (runs.tobytes(), base)
