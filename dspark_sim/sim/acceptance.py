@@ -14,10 +14,26 @@ of (seed, request, step) only, so every policy and both engines see the same dra
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
 from .schedule import survivals
+from .uniforms import UniformStream
+
+
+ROW_TABLE_LIMIT = 1 << 22
+
+
+class _ByTask:
+    """`mean[task_index]` without materialising it: indexing by rows gives its rows."""
+
+    def __init__(self, mean: np.ndarray, task_index: np.ndarray) -> None:
+        self.mean, self.task_index = mean, task_index
+
+    def __getitem__(self, rows):
+        return self.mean[self.task_index[rows]]
 
 
 class AcceptanceSampler:
@@ -25,12 +41,15 @@ class AcceptanceSampler:
 
     Lookups take request indices `rows` (R,) and decode-step indices `steps` (R, M); a step
     past a request's last one (or -1) returns some valid value that callers mask out.
+    `subset(rows)` serves some of the requests with the draws they get in the whole trace
+    (a replica's partition, sim/partition.py).
     """
+
+    _PER_REQUEST = ("task_index", "_param", "_slots", "_offset", "_emp_start", "_emp_len")
 
     def __init__(self, profile: AcceptanceProfile, tasks: np.ndarray, output_tokens: np.ndarray,
                  seed: int, pad: int = 0) -> None:
         self.gamma = g = profile.gamma
-        rng = np.random.default_rng([seed, 0xACC])
         specs: list[TaskAcceptance] = []
         index_of: dict[str, int] = {}
         for name in sorted({str(t) for t in tasks}):
@@ -52,13 +71,16 @@ class AcceptanceSampler:
                                          for s in specs)
         kind_param = np.array([s.kind == "parametric" for s in specs])
         self._param = kind_param[self.task_index]
-        self._all_param = bool(self._param.all())
-        self._row_surv = mean[self.task_index]          # also the parametric confidences
         # Parametric: one uniform per possible decode step (a request makes <= output - 1).
         slots = np.maximum(np.asarray(output_tokens, dtype=np.int64) - 1, 0)
         self._slots = slots
         self._offset = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64) if n else slots
-        self._uniform = rng.random(int(slots.sum()) + pad + 1) if self._param.any() else np.zeros(1)
+        if self._param.any():      # drawn lazily (uniforms.py), the same values as one draw
+            stream = UniformStream([seed, 0xACC], int(slots.sum()) + pad + 1)
+            self._uniform = stream.whole if stream.whole is not None else stream
+            rng = stream.generator_after()
+        else:
+            self._uniform, rng = np.zeros(1), np.random.default_rng([seed, 0xACC])
         # Empirical: all measured requests of all tasks end to end; each request picks one.
         starts, lengths, acc, surv, capped = [], [], [], [], []
         first = np.zeros(len(specs), dtype=np.int64)
@@ -92,6 +114,25 @@ class AcceptanceSampler:
         emp = ~self._param
         self._emp_start = np.where(emp, starts_a[np.where(emp, pick, -1)], 0)
         self._emp_len = np.where(emp, lengths_a[np.where(emp, pick, -1)], 1)
+        self._set_rows()
+
+    def _set_rows(self) -> None:
+        self._all_param = bool(self._param.all())
+        # each request's task survivals (also the parametric confidences); a long trace
+        # looks them up through the task instead of holding gamma floats per request
+        self._row_surv = self.mean_survival_by_task[self.task_index] \
+            if len(self.task_index) * self.gamma <= ROW_TABLE_LIMIT \
+            else _ByTask(self.mean_survival_by_task, self.task_index)
+
+    def subset(self, rows: np.ndarray) -> "AcceptanceSampler":
+        """A sampler for requests `rows` of this one's trace, renumbered 0..len(rows)-1, each
+        with the draws it has here."""
+        part = copy.copy(self)
+        rows = np.asarray(rows, dtype=np.int64)
+        for name in self._PER_REQUEST:
+            setattr(part, name, getattr(self, name)[rows])
+        part._set_rows()
+        return part
 
     def accepted(self, rows: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """(R, M) accepted runs of requests `rows` at decode steps `steps` (R, M)."""
@@ -128,9 +169,13 @@ class AcceptanceSampler:
             start = int(self._offset[rid])
             n = max(int(self._slots[rid]), 1)
             # #{j : u < a_j} as in `accepted`; a is non-increasing, so a binary search on -a
-            if self._neg_uniform is None:
-                self._neg_uniform = -self._uniform
-            runs = self._neg_surv_by_task[self.task_index[rid]].searchsorted(self._neg_uniform[start:start + n])
+            if isinstance(self._uniform, UniformStream):
+                neg = -self._uniform[start:start + n]
+            else:
+                if self._neg_uniform is None:
+                    self._neg_uniform = -self._uniform
+                neg = self._neg_uniform[start:start + n]
+            runs = self._neg_surv_by_task[self.task_index[rid]].searchsorted(neg)
             return runs.astype(np.uint8).tobytes(), n
         start, n = int(self._emp_start[rid]), int(self._emp_len[rid])
         return self._emp_acc[start:start + n].astype(np.uint8).tobytes(), n

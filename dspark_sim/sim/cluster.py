@@ -62,9 +62,11 @@ class Cluster:
                  policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
                  engine: str = "fast", closed_loop: ClosedLoop | None = None,
                  prefill: str = "local", env: simpy.Environment | None = None,
-                 replica_cls=None, kv_semantics: str = "reserve", schedule=None) -> None:
+                 replica_cls=None, kv_semantics: str = "reserve", schedule=None,
+                 part: "PartContext | None" = None) -> None:
         """`env` and `replica_cls` let the real serving engine (dspark_sim/serve) run the same
-        arrivals, router and replica bookkeeping on a wall-clock environment."""
+        arrivals, router and replica bookkeeping on a wall-clock environment. `part`: this
+        table is one replica's share of a larger trace (sim/partition.py)."""
         self.env = env if env is not None else simpy.Environment()
         self.prefill_elsewhere = prefill == "disaggregated"
         self.table = table
@@ -76,13 +78,14 @@ class Cluster:
         probe = new_policy()
         sampler = None
         if probe.speculative:
-            sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
+            sampler = part.sampler if part is not None else \
+                AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
         # the scheduler's cost view: drafting as the policy drafts, and attention over the
         # trace's typical KV length of a decoding request (prompt + half the output)
-        typical_context = float(np.mean(table.prompt + table.output / 2)) if table.n else 0.0
         cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None,
                              scheduler_drafts=probe.drafts if probe.drafts is not None else gamma,
-                             scheduler_context=typical_context)
+                             scheduler_context=part.typical_context if part is not None
+                             else typical_context(table))
         planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
             (sampler is None or sampler.static_confidence or not probe.needs_confidence)
         loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
@@ -129,6 +132,21 @@ class Cluster:
             rep.flush()
         if (self.table.finish_ns < 0).any():   # pragma: no cover - a model bug, not bad input
             raise RuntimeError("simulation ended with unfinished requests")
+
+
+def typical_context(table: RequestTable) -> float:
+    """The KV length of a typical decoding request of the trace: prompt + half the output."""
+    return float(np.mean(table.prompt + table.output / 2)) if table.n else 0.0
+
+
+@dataclass
+class PartContext:
+    """What a replica's share of a trace needs from the whole trace to simulate exactly as it
+    would there: the whole trace's acceptance draws for its rows and the scheduler's typical
+    context."""
+
+    sampler: AcceptanceSampler | None
+    typical_context: float
 
 
 def per_iteration_engine(engine: str, kv_semantics: str, stateful: bool, policy_name: str,
@@ -190,6 +208,21 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
     cache and first token and only decodes here. `kv_semantics` 'blocks' is vLLM's paged KV
     with preemption by recompute (paged_engine.py); `schedule` is vllm-schedule's batch-size
     schedule (spec_config.BatchSchedule)."""
+    check_options(router, replicas, prefill, engine, kv_semantics)
+    t0, c0 = time.perf_counter(), time.process_time()
+    table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
+    gamma = acceptance.gamma if acceptance is not None else 0
+    check_kv_fits(table, hw, kv_semantics, gamma)
+    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
+                      closed_loop, prefill, kv_semantics=kv_semantics, schedule=schedule)
+    cluster.run()
+    return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
+                      time.process_time() - c0,
+                      sum(getattr(r, "preemptions", 0) for r in cluster.replicas))
+
+
+def check_options(router: str, replicas: int, prefill: str, engine: str, kv_semantics: str) -> None:
+    """Bad input for an unknown router, engine, prefill mode or KV semantics, or no replica."""
     if router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {router!r}; choose rr or least-outstanding", field="router")
     if replicas < 1:
@@ -202,13 +235,3 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
     if kv_semantics not in KV_SEMANTICS:
         raise InputError(f"unknown KV semantics {kv_semantics!r}; choose {' or '.join(KV_SEMANTICS)}",
                          field="kv-semantics")
-    t0, c0 = time.perf_counter(), time.process_time()
-    table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
-    gamma = acceptance.gamma if acceptance is not None else 0
-    check_kv_fits(table, hw, kv_semantics, gamma)
-    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
-                      closed_loop, prefill, kv_semantics=kv_semantics, schedule=schedule)
-    cluster.run()
-    return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
-                      time.process_time() - c0,
-                      sum(getattr(r, "preemptions", 0) for r in cluster.replicas))
