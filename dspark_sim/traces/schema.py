@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -14,6 +15,7 @@ from ..errors import InputError
 from ..fileio import write_text_atomic
 
 DEFAULT_TASK = "default"
+INT64_MAX = 2 ** 63 - 1
 
 
 @dataclass
@@ -87,12 +89,21 @@ def iter_json_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int,
             yield lineno, rec
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Read and validate a JSONL trace; any violation raises InputError naming FILE:LINE and field."""
+CHUNK_REQUESTS = 65_536
+
+
+def iter_trace_chunks(path: str | Path, chunk: int = CHUNK_REQUESTS) -> Iterator[Trace]:
+    """Read and validate a JSONL trace lazily, `chunk` requests at a time (arrival order and
+    unique ids are checked across chunks); any violation raises InputError naming FILE:LINE
+    and field. Task names are shared objects, numbers go straight into typed arrays."""
     path = Path(path)
-    ids, arrivals, prompts, outputs, tasks = [], [], [], [], []
     seen: set[str] = set()
+    tasks_seen: dict[str, str] = {}
     last_arrival = 0.0
+    ids: list[str] = []
+    arrivals, prompts, outputs = array("d"), array("q"), array("q")
+    tasks: list[str] = []
+    any_rows = False
     for lineno, rec in iter_json_lines(path, "trace file"):
         if "arrival_s" not in rec:
             raise _fail(path, lineno, "arrival_s", "missing required field")
@@ -117,17 +128,45 @@ def load_trace(path: str | Path) -> Trace:
         task = rec.get("task", DEFAULT_TASK)
         if not isinstance(task, str) or not task:
             raise _fail(path, lineno, "task", f"expected a non-empty string, got {task!r}")
+        if prompt > INT64_MAX or output > INT64_MAX:
+            raise _fail(path, lineno, "prompt_tokens" if prompt > INT64_MAX else "output_tokens",
+                        "too large")
         ids.append(rid)
         arrivals.append(float(arrival))
         prompts.append(prompt)
         outputs.append(output)
-        tasks.append(task)
-    if not ids:
+        tasks.append(tasks_seen.setdefault(task, task))
+        if len(ids) >= chunk:
+            yield _chunk(ids, arrivals, prompts, outputs, tasks, path.stem)
+            any_rows = True
+            ids, tasks = [], []
+            arrivals, prompts, outputs = array("d"), array("q"), array("q")
+    if ids:
+        yield _chunk(ids, arrivals, prompts, outputs, tasks, path.stem)
+    elif not any_rows:
         raise InputError("trace has no requests", file=path)
-    return Trace(ids=np.array(ids, dtype=object), arrival_s=np.array(arrivals, dtype=float),
-                 prompt_tokens=np.array(prompts, dtype=np.int64),
-                 output_tokens=np.array(outputs, dtype=np.int64),
-                 task=np.array(tasks, dtype=object), name=path.stem)
+
+
+def _chunk(ids, arrivals, prompts, outputs, tasks, name: str) -> Trace:
+    return Trace(ids=np.array(ids, dtype=object), arrival_s=np.frombuffer(arrivals, dtype=float),
+                 prompt_tokens=np.frombuffer(prompts, dtype=np.int64),
+                 output_tokens=np.frombuffer(outputs, dtype=np.int64),
+                 task=np.array(tasks, dtype=object), name=name)
+
+
+def concat_traces(parts: list[Trace], name: str = "trace") -> Trace:
+    """One trace of the parts' requests, in order."""
+    return Trace(ids=np.concatenate([p.ids for p in parts]),
+                 arrival_s=np.concatenate([p.arrival_s for p in parts]),
+                 prompt_tokens=np.concatenate([p.prompt_tokens for p in parts]),
+                 output_tokens=np.concatenate([p.output_tokens for p in parts]),
+                 task=np.concatenate([p.task for p in parts]), name=name)
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a JSONL trace; any violation raises InputError naming FILE:LINE and field."""
+    path = Path(path)
+    return concat_traces(list(iter_trace_chunks(path)), name=path.stem)
 
 
 def dumps_trace(trace: Trace) -> str:
