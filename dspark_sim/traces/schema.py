@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..fileio import write_text_atomic
+from ..fileio import atomic_path
 
 DEFAULT_TASK = "default"
 INT64_MAX = 2 ** 63 - 1
@@ -169,16 +169,23 @@ def load_trace(path: str | Path) -> Trace:
     return concat_traces(list(iter_trace_chunks(path)), name=path.stem)
 
 
-def dumps_trace(trace: Trace) -> str:
-    """JSONL text of a trace (arrival times rounded to microseconds)."""
+def _trace_lines(trace: Trace, lo: int, hi: int) -> str:
     rows = []
-    for rid, arr, p, o, t in zip(trace.ids, trace.arrival_s, trace.prompt_tokens,
-                                 trace.output_tokens, trace.task):
+    for rid, arr, p, o, t in zip(trace.ids[lo:hi], trace.arrival_s[lo:hi].tolist(),
+                                 trace.prompt_tokens[lo:hi].tolist(),
+                                 trace.output_tokens[lo:hi].tolist(), trace.task[lo:hi]):
         rows.append(json.dumps({"id": str(rid), "arrival_s": round(float(arr), 6),
                                 "prompt_tokens": int(p), "output_tokens": int(o), "task": str(t)}))
     return "\n".join(rows) + "\n"
 
 
-def write_trace(path: str | Path, trace: Trace) -> None:
-    """Write a trace as JSONL, atomically."""
-    write_text_atomic(path, dumps_trace(trace))
+def dumps_trace(trace: Trace) -> str:
+    """JSONL text of a trace (arrival times rounded to microseconds)."""
+    return _trace_lines(trace, 0, len(trace))
+
+
+def write_trace(path: str | Path, trace: Trace, chunk: int = CHUNK_REQUESTS) -> None:
+    """Write a trace as JSONL (the bytes of `dumps_trace`), `chunk` lines at a time, atomically."""
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
+        for lo in range(0, len(trace), chunk):
+            handle.write(_trace_lines(trace, lo, lo + chunk))
