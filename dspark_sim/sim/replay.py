@@ -1,6 +1,7 @@
 """`replay`: simulate serving a trace under one or more policies; results and output files."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
-from ..fileio import write_json_atomic, write_text_atomic
+from ..fileio import staged_dir, write_json_atomic, write_text_atomic
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
@@ -163,8 +164,9 @@ def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = D
                  quantiles: str = "exact", rows_progress=None) -> list[ReplayResult]:
     """Load and validate every input first (nothing is simulated on bad input), then replay
     the trace under each policy. With `out_dir`, each policy's requests and summary are
-    written there (DIR, or DIR/<policy> for several) as soon as it is simulated, in chunks,
-    and the results hold no frames (one policy's table in memory at a time)."""
+    written as soon as it is simulated, in chunks, into a staging directory whose files move
+    to DIR (or DIR/<policy> for several) when every policy has run; the results hold no
+    frames (one policy's table in memory at a time)."""
     check_request_format(requests_format)
     if quantiles not in QUANTILE_MODES:
         raise InputError(f"unknown quantile mode {quantiles!r}; choose "
@@ -188,17 +190,20 @@ def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = D
         make_policy(pol, prof.gamma, schedule=schedules[pol])   # static-K needs K <= gamma
         loaded[pol] = (prof, str(spec))
     results = []
-    for pol in policies:
-        prof, acc_name = loaded[pol]
-        streamed = None if out_dir is None else Streamed(
-            Path(out_dir) if len(policies) == 1 else Path(out_dir) / pol, requests_format,
-            quantiles, rows_progress)
-        results.append(replay(trace, pol, hw_prof, prof, replicas=replicas, router=router, seed=seed,
-                              engine=engine, trace_name=str(trace_path), hw_name=str(hw),
-                              acceptance_name=acc_name, kv_semantics=kv_semantics,
-                              schedule=schedules.get(pol), parallel=parallel, streamed=streamed))
-        if progress is not None:
-            progress(pol)
+    with contextlib.ExitStack() as stack:
+        stage = None if out_dir is None else stack.enter_context(staged_dir(out_dir))
+        for pol in policies:
+            prof, acc_name = loaded[pol]
+            streamed = None if stage is None else Streamed(
+                stage if len(policies) == 1 else stage / pol, requests_format, quantiles,
+                rows_progress)
+            results.append(replay(trace, pol, hw_prof, prof, replicas=replicas, router=router,
+                                  seed=seed, engine=engine, trace_name=str(trace_path),
+                                  hw_name=str(hw), acceptance_name=acc_name,
+                                  kv_semantics=kv_semantics, schedule=schedules.get(pol),
+                                  parallel=parallel, streamed=streamed))
+            if progress is not None:
+                progress(pol)
     return results
 
 

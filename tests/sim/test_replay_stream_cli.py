@@ -54,3 +54,18 @@ def test_bad_options_exit_2_and_write_nothing(trace, tmp_path, capsys, extra, fi
     assert _run(trace, out, *extra) == 2
     assert f"field '{field}'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_staged_outputs_reach_the_directory_only_on_success(tmp_path):
+    from dspark_sim.fileio import staged_dir
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        with staged_dir(out) as stage:
+            (stage / "a").mkdir()
+            (stage / "a" / "requests.csv").write_text("x")
+            raise RuntimeError("second policy failed")
+    assert list(tmp_path.iterdir()) == []
+    with staged_dir(out) as stage:
+        (stage / "a").mkdir()
+        (stage / "a" / "requests.csv").write_text("y")
+    assert (out / "a" / "requests.csv").read_text() == "y" and len(list(tmp_path.iterdir())) == 1
