@@ -128,7 +128,9 @@ def register(app: typer.Typer) -> None:
                                    kv_semantics=kv_semantics, bs_schedule=bs_schedule,
                                    parallel=par, out_dir=out, requests_format=requests_format,
                                    quantiles=quantiles,
-                                   rows_progress=lambda n: status.update(f"wrote {n:,} requests"))
+                                   rows_progress=lambda n: status.update(f"wrote {n:,} requests"),
+                                   sim_progress=lambda t: status.update(f"simulated {t:,.0f} s "
+                                                                        "of traffic"))
         Console(width=max(100, 28 + 16 * len(results))).print(summary_table([r.summary for r in results]))
         written = [out] if len(results) == 1 else [out / r.policy for r in results]
         typer.echo("wrote " + ", ".join(str(w) for w in written))

@@ -10,6 +10,7 @@ every replica's state at each arrival, which couples them; it is refused (docs/s
 """
 from __future__ import annotations
 
+import resource
 import time
 from typing import Any, Callable
 
@@ -68,6 +69,7 @@ def run_part(part: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptan
     out: dict[str, Any] = {name: getattr(table, name) for name in RESULT_FIELDS}
     out["iterations"] = replica.iterations
     out["preemption_count"] = getattr(replica, "preemptions", 0)
+    out["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # this worker's
     return out
 
 
@@ -104,7 +106,7 @@ def simulate_partitioned(trace: Trace, policy: str, hw: HardwareProfile,
         return (take(trace, rows), policy, hw, acceptance, part_ctx, seed, engine, prefill,
                 kv_semantics, schedule)
 
-    iterations = preemptions = 0
+    iterations = preemptions = peak = 0
     for done, (k, result) in enumerate(_results(shares, job, executor, workers, ray_address), 1):
         rows = shares[k]
         for name in RESULT_FIELDS:
@@ -112,10 +114,11 @@ def simulate_partitioned(trace: Trace, policy: str, hw: HardwareProfile,
         table.replica[rows] = k
         iterations += result["iterations"]
         preemptions += result["preemption_count"]
+        peak = max(peak, result["peak_rss_kb"])
         if progress is not None:
             progress(done, len(shares))
     return SimOutcome(table, iterations, time.perf_counter() - t0, time.process_time() - c0,
-                      preemptions)
+                      preemptions, worker_peak_rss_kb=peak)
 
 
 def _results(shares: list[np.ndarray], job, executor: str, workers: int, address: str | None):

@@ -62,6 +62,7 @@ class Streamed:
     requests_format: str = "csv"
     quantiles: str = "exact"
     progress: Any = None       # progress(rows written) after each chunk
+    sim_progress: Any = None   # progress(simulated seconds) as the run goes (one process)
 
 
 def _name(obj: Any, given: str | Path | None) -> str:
@@ -94,7 +95,8 @@ def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptanc
     else:
         outcome = simulate(trace, policy, hw, acceptance, replicas=replicas, router=router,
                            seed=seed, engine=engine, closed_loop=closed_loop, prefill=prefill,
-                           kv_semantics=kv_semantics, schedule=schedule)
+                           kv_semantics=kv_semantics, schedule=schedule,
+                           progress=streamed.sim_progress if streamed is not None else None)
     labels = dict(policy=policy, trace=trace_name or trace.name, hw=hw_name or hw.name,
                   acceptance=(acceptance_name or acceptance.name) if acceptance is not None else None,
                   seed=seed, gpus=hw.gpus_per_replica * replicas, iterations=outcome.iterations,
@@ -161,7 +163,8 @@ def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = D
                  progress=None, kv_semantics: str = "reserve",
                  bs_schedule: str | None = None, parallel: Parallel | None = None,
                  out_dir: str | Path | None = None, requests_format: str = "csv",
-                 quantiles: str = "exact", rows_progress=None) -> list[ReplayResult]:
+                 quantiles: str = "exact", rows_progress=None,
+                 sim_progress=None) -> list[ReplayResult]:
     """Load and validate every input first (nothing is simulated on bad input), then replay
     the trace under each policy. With `out_dir`, each policy's requests and summary are
     written as soon as it is simulated, in chunks, into a staging directory whose files move
@@ -196,7 +199,7 @@ def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = D
             prof, acc_name = loaded[pol]
             streamed = None if stage is None else Streamed(
                 stage if len(policies) == 1 else stage / pol, requests_format, quantiles,
-                rows_progress)
+                rows_progress, sim_progress)
             results.append(replay(trace, pol, hw_prof, prof, replicas=replicas, router=router,
                                   seed=seed, engine=engine, trace_name=str(trace_path),
                                   hw_name=str(hw), acceptance_name=acc_name,

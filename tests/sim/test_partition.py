@@ -87,3 +87,19 @@ def test_ray_partitions_equal_one_process():
     assert not ray.is_initialized()                 # the local instance it started is shut down
     assert_same_outcome(parts, ref, "ray", ENGINE_FIELDS + ("preemptions",))
     assert isinstance(parts.table, RequestTable)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from([0.003, 0.05, 1.0]))
+def test_progress_reports_do_not_change_results(sc, every_s):
+    from dspark_sim.sim.cluster import Cluster
+    ref = _whole(sc, "reserve")
+    table = RequestTable(sc["trace"])
+    cluster = Cluster(table, sc["replicas"], "round-robin", sc["hw"], sc["policy"], sc["acc"],
+                      sc["seed"], schedule=SCHEDULE)
+    seen = []
+    cluster.run(seen.append, every_s=every_s)
+    assert seen == sorted(seen) and len(seen) >= 1
+    for name in ENGINE_FIELDS:
+        np.testing.assert_array_equal(getattr(table, name), getattr(ref.table, name), err_msg=name)
+    assert sum(r.iterations for r in cluster.replicas) == ref.iterations
