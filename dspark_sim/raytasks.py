@@ -3,7 +3,7 @@ finish. Used by the sweep executors and the partitioned replay (sim/partition.py
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .errors import InputError
 
@@ -33,15 +33,31 @@ def ray_session(workers: int, address: str | None = None) -> Iterator[Any]:
             ray.shutdown()
 
 
-def ray_results(ray, remote, jobs: dict[Any, tuple]) -> Iterator[tuple[Any, Any]]:
-    """Submit remote(*args) for each job key; yield (key, result) as each finishes; cancel
-    what is left after an error or an interrupt."""
-    pending = {remote.remote(*args): key for key, args in jobs.items()}
+def ray_results(ray, remote, jobs: Iterable[tuple[Any, tuple]],
+                max_pending: int | None = None) -> Iterator[tuple[Any, Any]]:
+    """Submit remote(*args) for each (key, args) of `jobs`, at most `max_pending` at a time
+    (jobs are taken from the iterable only when submitted, so large arguments are built and
+    stored a few at a time); yield (key, result) as each finishes; cancel what is left after
+    an error or an interrupt."""
+    todo = iter(jobs)
+    pending: dict[Any, Any] = {}
+
+    def top_up() -> None:
+        while max_pending is None or len(pending) < max_pending:
+            job = next(todo, None)
+            if job is None:
+                return
+            pending[remote.remote(*job[1])] = job[0]
+
     try:
+        top_up()
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                yield pending.pop(ref), ray.get(ref)
+                key = pending.pop(ref)
+                result = ray.get(ref)
+                top_up()
+                yield key, result
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)

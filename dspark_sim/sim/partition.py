@@ -131,4 +131,6 @@ def _results(shares: list[np.ndarray], job, executor: str, workers: int, address
 
     with ray_session(workers, address) as ray:
         remote = ray.remote(num_cpus=1)(run_part)
-        yield from ray_results(ray, remote, {k: job(rows) for k, rows in enumerate(shares)})
+        # a share's arguments are built when it is submitted: at most `workers` at a time
+        yield from ray_results(ray, remote, ((k, job(rows)) for k, rows in enumerate(shares)),
+                               max_pending=workers)

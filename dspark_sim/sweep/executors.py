@@ -91,7 +91,7 @@ def _ray_results(points: list[Point], workers: int, address: str | None
 
     def results() -> Iterator[tuple[Point, dict[str, Any]]]:
         try:
-            for i, metrics in ray_results(ray, remote, {i: (p,) for i, p in enumerate(points)}):
+            for i, metrics in ray_results(ray, remote, ((i, (p,)) for i, p in enumerate(points))):
                 yield points[i], metrics
         finally:
             session.__exit__(None, None, None)
