@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -31,6 +32,25 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def staged_dir(out_dir: str | Path) -> Iterator[Path]:
+    """Yield a temporary directory beside `out_dir`; if the block succeeds, move every file
+    written there to the same place under `out_dir` (each by a rename). On an error nothing
+    reaches `out_dir`. For outputs written piece by piece (large per-request files)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        yield stage
+        for item in sorted(stage.rglob("*")):
+            if item.is_file():
+                target = out_dir / item.relative_to(stage)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(item, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def path_or_shipped(name_or_path: str | Path, folder: Path, suffix: str, what: str,

@@ -162,7 +162,13 @@ def register(app: typer.Typer) -> None:
         draft_requests: str = typer.Option("", "--draft-requests", help="Request counts of the "
                                            "draft timings [--batches]."),
         draft_context: int = typer.Option(256, "--draft-context", help="Context tokens per request "
-                                          "in the draft timings."),
+                                          "in the draft timings (block drafters, dflash and dspark, "
+                                          "are timed at every depth 1..gamma: per_draft_seconds)."),
+        prefill_curve: bool = typer.Option(True, "--prefill-curve/--no-prefill-curve",
+                                           help="Write the prefill chunks' timings as a separate "
+                                           "prefill_time curve and fit step_time to the decode "
+                                           "points alone (--no-prefill-curve: one step curve "
+                                           "through both, as profiles before it)."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Compare with the roofline of this GPU "
                                           "[the detected CUDA GPU; none on CPU]."),
         name: Optional[str] = typer.Option(None, "--name", help="Profile name [from device and model]."),
@@ -263,8 +269,13 @@ def register(app: typer.Typer) -> None:
             else:
                 roof = Roofline(load_model_shape(config_ref), gpu_spec, RooflineSettings(dtype=roof_dtype))
         name = name or f"{device}-{model_name}-measured"
-        total = grid.points() + len(kinds) * (len(grid.contexts) if runner == "decode-loop"
-                                              else len(draft_batches or grid.batches))
+        from ..hardware.engine_profile import SHIPPED_SETTINGS, draft_depths
+
+        # the decode loop times each drafter once per context (R = 1, at its own gamma); the
+        # engine times block drafters at every depth 1..gamma for each request count
+        total = grid.points() + (len(kinds) * len(grid.contexts) if runner == "decode-loop" else
+                                 sum(len(draft_depths(k, SHIPPED_SETTINGS["gamma"])) for k in kinds)
+                                 * len(draft_batches or grid.batches))
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("timing", total=total)
             advance = lambda t: bar.advance(task)  # noqa: E731
@@ -273,13 +284,15 @@ def register(app: typer.Typer) -> None:
                 from ..decode.loop_profile import measure_decode_loop_profile
                 gamma = max(grid.widths) - 1
                 prof, fit = measure_decode_loop_profile(tgt, [make_drafter(k, tgt) for k in kinds], grid,
-                                                        gamma, device, name, model_name, seed, advance)
+                                                        gamma, device, name, model_name, seed, advance,
+                                                        prefill_curve=prefill_curve)
             elif runner == "engine":
                 prof, fit = measure_engine_profile(tgt, grid, device, name, model_name, seed, roof,
-                                                   kinds, draft_batches, draft_context, advance)
+                                                   kinds, draft_batches, draft_context, advance,
+                                                   prefill_curve=prefill_curve)
             else:
                 prof, fit = measure_profile(tgt.model, grid, device, name, model_name, seed, roof,
-                                            progress=advance)
+                                            progress=advance, prefill_curve=prefill_curve)
         _print_points(console, prof.extra)
         print_drafts(console, prof)
         summary = fit.summary()
@@ -310,7 +323,7 @@ def print_drafts(console, prof) -> None:
     for m in points:
         table.add_row(m["kind"], str(m["requests"]), str(m["width"]), str(m["context"]),
                       f"{m['median_s'] * 1e3:.2f}", f"{m['p10_s'] * 1e3:.2f}-{m['p90_s'] * 1e3:.2f}",
-                      f"{prof.draft_time(m['kind'], m['requests']) * 1e3:.2f}"
+                      f"{prof.draft_time(m['kind'], m['requests'], 1 if m['per_draft'] else m['width']) * 1e3:.2f}"
                       + (" /draft" if m["per_draft"] else ""))
     console.print(table)
 

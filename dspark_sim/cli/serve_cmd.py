@@ -64,6 +64,42 @@ def _engine_setup(trace, policy, target, drafter, hw, acceptance, prompts, chat,
     return inputs, tgt, drf, gamma, ids, sampling
 
 
+def _validate_again(trace, policies, drafter, hw, acceptance, repeats, temperature, time_scale,
+                    seed, out, engine_runs: Path) -> None:
+    """validate --engine-runs DIR (native engine): the error table of the runs stored in DIR
+    against the simulator under `hw`; nothing is served."""
+    import json
+    import os
+    import shlex
+    import sys
+
+    from ..serve.engine import read_serve_results
+    from ..serve.inputs import load_engine_inputs
+    from ..serve.validate import HEADLINE, compare_with_sim, markdown_table, write_validation
+    from ..sim.replay import parse_policies
+
+    if repeats < 1:
+        raise InputError(f"must be >= 1, got {repeats}", field="--repeats")
+    inputs = load_engine_inputs(trace, parse_policies(policies), hw, drafter, acceptance,
+                                temperature, time_scale)
+    engine = {pol: [read_serve_results(engine_runs / "engine" / pol / f"run-{k}", pol)
+                    for k in range(repeats)] for pol in inputs.policies}
+    v = compare_with_sim(inputs.trace, engine, inputs.hw, inputs.acceptance, seed,
+                         inputs.trace_name, inputs.hw_name)
+    earlier = engine_runs / "validation.json"
+    before = json.loads(earlier.read_text()) if earlier.exists() else {}
+    meta = {**{k: before[k] for k in ("target", "drafter", "drafter_kind", "gamma", "threads",
+                                      "time_scale") if k in before},
+            "trace": inputs.trace_name, "policies": inputs.policies, "hw": inputs.hw_name,
+            "acceptance": {p: a for p, (_, a) in inputs.acceptance.items()}, "repeats": repeats,
+            "seed": seed, "engine_runs": str(engine_runs),
+            "load_average": before.get("load_average", [round(x, 2) for x in os.getloadavg()]),
+            "command": "dspark-sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
+    written = write_validation(v, out, meta, inputs.trace.ids, engine_written=True)
+    typer.echo(markdown_table(v.table, HEADLINE))
+    typer.echo("wrote " + ", ".join(str(w) for w in written))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("serve-replay")
     def serve_replay(
@@ -162,10 +198,10 @@ def register(app: typer.Typer) -> None:
         timeout: TimeoutOpt = None,
         vllm_server: VllmServerOpt = "",
         bs_schedule: BsScheduleOpt = None,
-        engine_runs: Optional[Path] = typer.Option(None, "--engine-runs", help="vllm engine: do "
-                                                   "not serve; simulate again against the runs an "
-                                                   "earlier validate wrote in this directory "
-                                                   "(DIR/engine/<policy>/run-<k>)."),
+        engine_runs: Optional[Path] = typer.Option(None, "--engine-runs", help="Do not serve; "
+                                                   "simulate again (e.g. with another --hw) against "
+                                                   "the runs an earlier validate wrote in this "
+                                                   "directory (DIR/engine/<policy>/run-<k>)."),
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="vllm engine: the "
                                          "simulator's KV model: reserve (prompt + output at "
                                          "admission) or blocks (vLLM's paged KV with preemption)."),
@@ -183,6 +219,10 @@ def register(app: typer.Typer) -> None:
                               limits=parse_server(vllm_server), bs_schedule=bs_schedule)
             return
         hw = hw or "cpu-2core-smollm2-135m"
+        if engine_runs is not None:
+            _validate_again(trace, policies, drafter, hw, acceptance, repeats, temperature,
+                            time_scale, seed, out, engine_runs)
+            return
         import os
         import shlex
         import sys

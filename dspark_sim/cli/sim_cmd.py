@@ -92,20 +92,45 @@ def register(app: typer.Typer) -> None:
                                                   "speculative-config object with "
                                                   "num_speculative_tokens_per_batch_size; text "
                                                   "or a file path."),
+        requests_format: str = typer.Option("csv", "--requests-format", help="Per-request output: "
+                                            "csv (requests.csv) or parquet (requests.parquet, "
+                                            "needs pyarrow); written in chunks as it is produced."),
+        quantiles: str = typer.Option("exact", "--quantiles", help="Summary percentiles: exact "
+                                      "(numpy's, from every request's value) or sketch (within "
+                                      "a relative 0.5% of the exact order statistic, memory "
+                                      "not growing with the trace)."),
+        parallel: str = typer.Option("none", "--parallel", help="none (one process), ray "
+                                     "(each replica's share of a round-robin replay as a Ray "
+                                     "task, merged into the same results) or inline (the same "
+                                     "partitioning in this process)."),
+        workers: int = typer.Option(2, "--workers", help="CPUs of the local Ray instance for "
+                                    "--parallel ray."),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster to "
+                                                  "use instead of a local instance (every node "
+                                                  "needs this package)."),
     ) -> None:
         """Simulate serving TRACE and compare policies: throughput per GPU, tok/s/user, TTFT."""
         from rich.console import Console
 
-        from ..sim.replay import parse_acceptance_option, parse_policies, replay_files, write_results
+        from ..errors import InputError
+        from ..sim.replay import Parallel, parse_acceptance_option, parse_policies, replay_files
 
         policies = parse_policies(policy)
         chosen = parse_acceptance_option(acceptance, policies)
+        if parallel not in ("none", "ray", "inline"):
+            raise InputError(f"expected none, ray or inline, got {parallel!r}", field="parallel")
+        par = None if parallel == "none" else Parallel(parallel, workers, ray_address)
         console = Console(stderr=True)
         with console.status("simulating...") as status:
             results = replay_files(trace, policies, hw, chosen, replicas=replicas, router=router,
                                    seed=seed, engine=engine,
                                    progress=lambda p: status.update(f"simulated {p}"),
-                                   kv_semantics=kv_semantics, bs_schedule=bs_schedule)
-        written = write_results(results, out)
+                                   kv_semantics=kv_semantics, bs_schedule=bs_schedule,
+                                   parallel=par, out_dir=out, requests_format=requests_format,
+                                   quantiles=quantiles,
+                                   rows_progress=lambda n: status.update(f"wrote {n:,} requests"),
+                                   sim_progress=lambda t: status.update(f"simulated {t:,.0f} s "
+                                                                        "of traffic"))
         Console(width=max(100, 28 + 16 * len(results))).print(summary_table([r.summary for r in results]))
+        written = [out] if len(results) == 1 else [out / r.policy for r in results]
         typer.echo("wrote " + ", ".join(str(w) for w in written))

@@ -69,9 +69,12 @@ def profile_decode_loop(target: Target, drafter: Drafter | None, grid: ProfileGr
 
 def measure_decode_loop_profile(target: Target, drafters: list[Drafter], grid: ProfileGrid, gamma: int,
                                 device: str, name: str, model_name: str, seed: int = 0,
-                                progress: Callable[[Timing], None] | None = None):
+                                progress: Callable[[Timing], None] | None = None,
+                                prefill_curve: bool = False):
     """A `source: measured` hardware profile of the decode loop (R = 1): verify steps with the
-    first drafter's taps, each drafter's draft step of `gamma` drafts (MTP-1: one)."""
+    first drafter's taps, each drafter's draft step of `gamma` drafts (MTP-1: one); with
+    `prefill_curve` the prompt chunks' timings become a separate `prefill_time` curve and
+    step_time is fitted to the verify steps alone (measured_profile)."""
     from ..hardware.measure import measured_profile
 
     if tuple(grid.batches) != (1,):
@@ -84,7 +87,7 @@ def measure_decode_loop_profile(target: Target, drafters: list[Drafter], grid: P
                                        gamma, seed, progress)
         draft_timings += extra
     return measured_profile(timings, grid, device, name, model_name, seed, None, draft_timings,
-                            runner="decode-loop")
+                            runner="decode-loop", prefill_curve=prefill_curve)
 
 
 def _time_draft(drafter: Drafter, target: Target, prompt: list[int], features: torch.Tensor | None,

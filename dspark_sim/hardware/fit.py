@@ -89,6 +89,23 @@ def fit_step_time(timings: list[Timing]) -> StepFit:
     return fit
 
 
+def draft_slope(timings: list[Timing]) -> tuple[Curve, int, np.ndarray]:
+    """A block drafter timed at several depths (`width` = drafts per request): its table at the
+    deepest depth D (as `draft_curve`), D, and per request count the least-squares slope of the
+    median seconds over the depths, clipped to [0, seconds(D) / D] (a cost that cannot fall
+    below zero without drafts)."""
+    depth = max(t.width for t in timings)
+    curve = draft_curve([t for t in timings if t.width == depth])
+    slopes = []
+    for r, top in zip(curve.x, curve.y):
+        mine = [t for t in timings if t.requests == r]
+        d = np.array([t.width for t in mine], dtype=float)
+        y = np.array([t.median_s for t in mine])
+        slope = float(np.polyfit(d, y, 1)[0]) if len(np.unique(d)) > 1 else 0.0
+        slopes.append(min(max(slope, 0.0), top / depth))
+    return curve, depth, np.asarray(slopes)
+
+
 def draft_curve(timings: list[Timing]) -> Curve:
     """A drafter's draft_time table: median seconds per request count (contexts pooled)."""
     requests = sorted({t.requests for t in timings})

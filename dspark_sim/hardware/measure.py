@@ -7,10 +7,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..profiles.hardware import HardwareProfile
+from ..profiles.hardware import DraftSlope, HardwareProfile
 from ..profiles.curve import Curve
 from .analytic_profile import significant
-from .fit import StepFit, draft_curve, fit_step_time
+from .fit import PointError, StepFit, draft_curve, draft_slope, fit_step_time
 from .profiler import ProfileGrid, Timing, profile_target
 from .roofline import Roofline
 
@@ -49,31 +49,36 @@ def analytic_errors(roof: Roofline, timings: list[Timing]) -> list[dict]:
 
 def measure_profile(model, grid: ProfileGrid, device: str, name: str, model_name: str,
                     seed: int = 0, roofline: Roofline | None = None,
-                    progress: Callable[[Timing], None] | None = None) -> tuple[HardwareProfile, StepFit]:
+                    progress: Callable[[Timing], None] | None = None,
+                    prefill_curve: bool = False) -> tuple[HardwareProfile, StepFit]:
     """Time `model` (transformers' own forward) over `grid`, fit a `source: measured` profile."""
     timings = profile_target(model, grid, device, seed=seed, progress=progress)
-    return measured_profile(timings, grid, device, name, model_name, seed, roofline)
+    return measured_profile(timings, grid, device, name, model_name, seed, roofline,
+                            prefill_curve=prefill_curve)
 
 
 def measure_engine_profile(target, grid: ProfileGrid, device: str, name: str, model_name: str,
                            seed: int = 0, roofline: Roofline | None = None,
                            drafters: tuple[str, ...] = (), draft_requests: tuple[int, ...] | None = None,
                            draft_context: int = 256,
-                           progress: Callable[[Timing], None] | None = None) -> tuple[HardwareProfile, StepFit]:
+                           progress: Callable[[Timing], None] | None = None,
+                           prefill_curve: bool = False) -> tuple[HardwareProfile, StepFit]:
     """Time the serving engine's iteration step over `grid` and each drafter kind's draft step
-    (gamma drafts per request, mtp1 one), then fit the profile."""
-    from .engine_profile import profile_drafter, profile_drafter_for, profile_engine_target
+    (gamma drafts per request, mtp1 one; block drafters at every depth 1..gamma), then fit the
+    profile (with a separate prefill curve when `prefill_curve`)."""
+    from .engine_profile import draft_depths, profile_drafter, profile_drafter_for, profile_engine_target
 
     timings = profile_engine_target(target, grid, seed=seed, progress=progress)
     draft_timings: list[Timing] = []
     for kind in drafters:
         drafter = profile_drafter_for(kind, target, seed)
-        depth = getattr(getattr(drafter, "cfg", None), "gamma", None) or max(grid.widths) - 1
-        draft_timings += profile_drafter(drafter, target, draft_requests or grid.batches,
-                                         draft_context, depth, grid.repeats, grid.warmup, seed,
-                                         progress)
+        gamma = getattr(getattr(drafter, "cfg", None), "gamma", None) or max(grid.widths) - 1
+        for depth in draft_depths(kind, gamma):
+            draft_timings += profile_drafter(drafter, target, draft_requests or grid.batches,
+                                             draft_context, depth, grid.repeats, grid.warmup, seed,
+                                             progress)
     return measured_profile(timings, grid, device, name, model_name, seed, roofline,
-                            draft_timings, runner="engine")
+                            draft_timings, runner="engine", prefill_curve=prefill_curve)
 
 
 RUNNER_NOTES = {
@@ -96,42 +101,60 @@ RUNNER_NOTES = {
 }
 
 
-def draft_profile(draft_timings: list[Timing]) -> tuple[dict[str, Curve], frozenset[str], list[dict]]:
+def draft_profile(draft_timings: list[Timing]) -> tuple[dict[str, Curve], frozenset[str],
+                                                       dict[str, DraftSlope], list[dict]]:
     """draft_time curves by kind (median seconds per request count; per sequential draft for
-    autoregressive drafters) and the measured points."""
+    autoregressive drafters; at the deepest depth, with the slope by drafts, for block drafters
+    timed at several depths) and the measured points."""
     from .engine_profile import AUTOREGRESSIVE_KINDS
 
-    curves, per_draft, points = {}, set(), []
+    curves, per_draft, slopes, points = {}, set(), {}, []
     for kind in dict.fromkeys(t.op.split(":", 1)[1] for t in draft_timings):
         mine = [t for t in draft_timings if t.op == f"draft:{kind}"]
-        curve = draft_curve(mine)
+        if kind not in AUTOREGRESSIVE_KINDS and len({t.width for t in mine}) > 1:
+            curve, depth, slope = draft_slope(mine)
+            slopes[kind] = DraftSlope(depth, Curve.of(curve.x, significant(slope)))
+        else:
+            curve = draft_curve(mine)
         if kind in AUTOREGRESSIVE_KINDS:
             per_draft.add(kind)
             curve = Curve.of(curve.x, np.asarray(curve.y) / mine[0].width)
         curves[kind] = Curve.of(curve.x, significant(np.asarray(curve.y)))
         for t in mine:
             points.append({**t.as_dict(), "kind": kind, "per_draft": kind in per_draft})
-    return curves, frozenset(per_draft), points
+    return curves, frozenset(per_draft), slopes, points
 
 
 def measured_profile(timings: list[Timing], grid: ProfileGrid, device: str, name: str,
                      model_name: str, seed: int = 0, roofline: Roofline | None = None,
                      draft_timings: list[Timing] | None = None,
-                     runner: str = "hf") -> tuple[HardwareProfile, StepFit]:
-    """Fit a `source: measured` profile to timings; keep every point and its error."""
-    fit = fit_step_time(timings)
+                     runner: str = "hf", prefill_curve: bool = False) -> tuple[HardwareProfile, StepFit]:
+    """Fit a `source: measured` profile to timings; keep every point and its error.
+
+    With `prefill_curve` (and both decode and prefill timings) step_time is fitted to the
+    decode points alone and the prefill chunks' medians become `prefill_time`."""
+    decode = [t for t in timings if t.op != "prefill"]
+    chunks = sorted((t for t in timings if t.op == "prefill"), key=lambda t: t.width)
+    separate = prefill_curve and bool(decode) and bool(chunks)
+    fit = fit_step_time(decode if separate else timings)
+    prefill = Curve.of([t.width for t in chunks], significant(np.array([t.median_s for t in chunks]))) \
+        if separate else None
+    points = fit.points + ([PointError(t, float(prefill(t.width))) for t in chunks] if separate else [])
+    how = ("step_time is fitted to the decode points, prefill_time is the prefill chunks' "
+           "medians" if separate else "the prefill chunks are step_time points")
     extra = {
         "notes": (f"Measured with dspark-sim profile: {RUNNER_NOTES[runner]}; medians over the "
                   "repeats after warm-up, spread p10..p90. step_time is the least-squares fit "
                   "(relative error) of T(B) + per_context_token_s x (KV tokens of the batch's "
-                  "requests); `measurements` lists every point with the fit's prediction and error."),
+                  f"requests); {how}; `measurements` lists every point with the profile's "
+                  "prediction and error."),
         "runner": runner,
         "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(grid).items()},
         "seed": seed,
         "fit": fit.summary(),
-        "measurements": [p.as_dict() for p in fit.points],
+        "measurements": [p.as_dict() for p in points],
     }
-    curves, per_draft, draft_points = draft_profile(draft_timings or [])
+    curves, per_draft, slopes, draft_points = draft_profile(draft_timings or [])
     if draft_points:
         extra["draft_measurements"] = draft_points
     if roofline is not None:
@@ -147,5 +170,5 @@ def measured_profile(timings: list[Timing], grid: ProfileGrid, device: str, name
         per_context_token_s=float(significant(fit.per_context_token_s)), device=describe_device(device),
         model=model_name, gpus_per_replica=1, max_batch_tokens=max_tokens,
         max_batch_requests=int(max(grid.batches)), draft_curves=curves, per_draft_kinds=per_draft,
-        extra=extra)
+        draft_slopes=slopes, prefill_curve=prefill, extra=extra)
     return profile, fit

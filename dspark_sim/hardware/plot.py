@@ -23,6 +23,8 @@ def plot_profile(profile: HardwareProfile, path: str | Path, measurements: list[
     else:
         fig, (ax_sps, ax_tok) = new_figure(1, 2, size=(11, 4.2))
     top = profile.step_curve.x[-1] if profile.step_curve is not None else 4096
+    if profile.prefill_curve is not None:
+        top = max(top, profile.prefill_curve.x[-1])
     B = np.unique(np.round(np.geomspace(1, top, 200)))
     gpus = profile.gpus_per_replica
     levels = sorted({round(m["context_tokens"] / m["batch_tokens"]) for m in measurements or []}) \
@@ -33,6 +35,10 @@ def plot_profile(profile: HardwareProfile, path: str | Path, measurements: list[
         label = "profile" if level == 0 else f"profile, {level:g} KV tokens per batch token"
         ax_sps.plot(B, 1 / step, color=color, label=label)
         ax_tok.plot(B, B / step / gpus, color=color, label=label)
+    if profile.prefill_curve is not None:      # one request's chunk alone (no context term)
+        chunk = np.asarray(profile.step_time(B, 0.0, B), dtype=float)
+        ax_sps.plot(B, 1 / chunk, color="gray", ls="--", label="profile, prefill chunk")
+        ax_tok.plot(B, B / chunk / gpus, color="gray", ls="--", label="profile, prefill chunk")
     for m in measurements or []:
         level = round(m["context_tokens"] / m["batch_tokens"])
         color = colors[levels.index(level)]
@@ -60,10 +66,11 @@ def plot_profile(profile: HardwareProfile, path: str | Path, measurements: list[
 
 
 def _plot_drafts(ax, profile: HardwareProfile, points: list[dict]) -> None:
-    """Draft step seconds per iteration vs decoding requests, by drafter kind (gamma drafts each)."""
+    """Draft step seconds per iteration vs decoding requests, by drafter kind (gamma drafts
+    each; a block drafter timed at several depths at its deepest)."""
     for i, kind in enumerate(dict.fromkeys(m["kind"] for m in points)):
-        mine = [m for m in points if m["kind"] == kind]
-        drafts = mine[0]["width"]
+        drafts = max(m["width"] for m in points if m["kind"] == kind)
+        mine = [m for m in points if m["kind"] == kind and m["width"] == drafts]
         r = np.array([m["requests"] for m in mine], dtype=float)
         med = np.array([m["median_s"] for m in mine])
         lo, hi = np.array([m["p10_s"] for m in mine]), np.array([m["p90_s"] for m in mine])

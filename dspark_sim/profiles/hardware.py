@@ -15,8 +15,18 @@ HW_SCHEMA = "dspark-sim/hw/v1"
 HW_SOURCES = ("measured", "roofline", "constant", "fitted", "estimate")
 _KNOWN_KEYS = {"schema", "name", "source", "device", "model", "gpus_per_replica", "step_time",
                "draft_time", "kv_capacity_tokens", "max_batch_tokens", "max_batch_requests",
-               "capture_sizes", "kv_block_size"}
+               "capture_sizes", "kv_block_size", "prefill_time"}
 DEFAULT_KV_BLOCK_SIZE = 16     # vLLM's default block size (tokens per KV block)
+
+
+@dataclass(frozen=True)
+class DraftSlope:
+    """How a block drafter's iteration cost moves with the drafts made per request: the table's
+    `seconds` were measured at `drafts` drafts, and each draft more (fewer) adds (saves)
+    `per_draft(requests)` seconds."""
+
+    drafts: int
+    per_draft: Curve
 
 
 @dataclass
@@ -30,6 +40,8 @@ class HardwareProfile:
     per_context_token_s: float = 0.0
     draft_curves: dict[str, Curve] = field(default_factory=dict)
     per_draft_kinds: frozenset[str] = frozenset()   # drafters whose cost is per sequential draft
+    draft_slopes: dict[str, DraftSlope] = field(default_factory=dict)   # block drafters' cost by drafts
+    prefill_curve: Curve | None = None       # optional: a forward of prefill-chunk tokens only
     device: str = ""
     model: str = ""
     gpus_per_replica: int = 1
@@ -50,15 +62,32 @@ class HardwareProfile:
         idx = np.minimum(np.searchsorted(sizes, b, side="left"), len(sizes) - 1)
         return np.where((b > 0) & (b <= sizes[-1]), sizes[idx], b)
 
-    def step_time(self, batch_tokens, context_tokens=0.0):
+    def step_time(self, batch_tokens, context_tokens=0.0, prefill_tokens=0):
         """Seconds of one target forward over `batch_tokens` tokens attending `context_tokens` KV
-        (a step function of the padded size below the largest capture size, smooth above)."""
+        (a step function of the padded size below the largest capture size, smooth above).
+
+        With a `prefill_time` curve, `prefill_tokens` of the batch tokens are prefill-chunk
+        tokens: the forward costs step(B) - step(P) + prefill(P) (the decode curve prices the
+        decode tokens on top of the chunks, the prefill curve the chunks themselves)."""
         base = self.step_constant_s if self.step_curve is None else \
             self.step_curve(self.padded_tokens(batch_tokens))
         if self.step_curve is None and np.ndim(batch_tokens):
             base = np.full(np.shape(batch_tokens), base)
+        if self.prefill_curve is not None and np.any(np.asarray(prefill_tokens) > 0):
+            base = base + self.prefill_adjustment(prefill_tokens)
         return base + self.per_context_token_s * np.asarray(context_tokens, dtype=float) \
             if self.per_context_token_s else base
+
+    def prefill_adjustment(self, prefill_tokens):
+        """prefill(P) - step(P) for P > 0 prefill tokens (0 at P = 0 or without a prefill curve):
+        what pricing P chunk tokens on the prefill curve changes against the decode curve."""
+        p = np.asarray(prefill_tokens)
+        if self.prefill_curve is None:
+            return np.zeros(np.shape(p)) if np.ndim(p) else 0.0
+        decode = self.step_constant_s if self.step_curve is None else \
+            self.step_curve(self.padded_tokens(p))
+        out = np.where(p > 0, np.asarray(self.prefill_curve(p)) - decode, 0.0)
+        return out if np.ndim(p) else float(out)
 
     def sps(self, batch_tokens):
         """Target forward steps per second at `batch_tokens` batch tokens (SPS(B) of method.md)."""
@@ -69,14 +98,20 @@ class HardwareProfile:
 
         For a drafter marked `per_draft: true` (autoregressive: one pass per drafted token) the
         table holds the cost of one sequential pass, and an iteration that drafts `drafts`
-        tokens per request costs `drafts` passes; parallel drafters ignore `drafts`.
+        tokens per request costs `drafts` passes. A block drafter with `per_draft_seconds`
+        costs seconds(R) + (drafts - measured drafts) x per_draft_seconds(R); other parallel
+        drafters ignore `drafts` (callers charge nothing at 0 drafts).
         """
         curve = self.draft_curves.get(kind) if kind else None
         if curve is None:
             return 0.0 if np.ndim(requests) == 0 else np.zeros(np.shape(requests))
         value = curve(requests)
+        slope = self.draft_slopes.get(kind)
         if kind in self.per_draft_kinds:
             value = value * np.asarray(drafts, dtype=float) if np.ndim(drafts) else value * drafts
+        elif slope is not None:
+            value = value + (np.asarray(drafts, dtype=float) - slope.drafts) * slope.per_draft(requests)
+            value = value if np.ndim(value) else float(value)
         return np.where(np.asarray(requests) > 0, value, 0.0) if np.ndim(requests) else \
             (value if requests > 0 else 0.0)
 
@@ -96,12 +131,18 @@ class HardwareProfile:
         if self.per_context_token_s:
             step["per_context_token_s"] = self.per_context_token_s
         out["step_time"] = step
+        if self.prefill_curve is not None:
+            out["prefill_time"] = {"prefill_tokens": _plain(self.prefill_curve.x),
+                                   "seconds": _plain(self.prefill_curve.y)}
         if self.draft_curves:
             out["draft_time"] = {}
             for k, c in self.draft_curves.items():
                 out["draft_time"][k] = {"requests": _plain(c.x), "seconds": _plain(c.y)}
                 if k in self.per_draft_kinds:
                     out["draft_time"][k]["per_draft"] = True
+                if k in self.draft_slopes:
+                    out["draft_time"][k]["drafts"] = self.draft_slopes[k].drafts
+                    out["draft_time"][k]["per_draft_seconds"] = _plain(self.draft_slopes[k].per_draft.y)
         for key in ("kv_capacity_tokens", "max_batch_tokens", "max_batch_requests"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -140,7 +181,7 @@ class HardwareProfile:
             step_const = check.number(step["constant_s"], "step_time.constant_s", 0.0, exclusive=True)
         else:
             step_curve = _curve(check, step, "step_time", "batch_tokens")
-        drafts, per_draft = {}, set()
+        drafts, per_draft, slopes = {}, set(), {}
         for kind, spec in check.mapping(data.get("draft_time") or {}, "draft_time").items():
             prefix = f"draft_time.{kind}"
             spec = check.mapping(spec, prefix)
@@ -150,7 +191,12 @@ class HardwareProfile:
                 raise check.fail(f"{prefix}.per_draft", f"expected true or false, got {flag!r}")
             if flag:
                 per_draft.add(str(kind))
-        optional = {}
+            if "per_draft_seconds" in spec or "drafts" in spec:
+                slopes[str(kind)] = _draft_slope(check, spec, prefix, drafts[str(kind)], flag)
+        optional: dict[str, Any] = {}
+        if data.get("prefill_time") is not None:
+            spec = check.mapping(data["prefill_time"], "prefill_time")
+            optional["prefill_curve"] = _curve(check, spec, "prefill_time", "prefill_tokens")
         for key in ("kv_capacity_tokens", "max_batch_tokens", "max_batch_requests"):
             if data.get(key) is not None:
                 optional[key] = check.integer(data[key], key, 1)
@@ -170,7 +216,7 @@ class HardwareProfile:
         extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
         return cls(name=name, source=source, step_curve=step_curve, step_constant_s=step_const,
                    per_context_token_s=per_ctx, draft_curves=drafts,
-                   per_draft_kinds=frozenset(per_draft),
+                   per_draft_kinds=frozenset(per_draft), draft_slopes=slopes,
                    device=data.get("device", ""), model=data.get("model", ""),
                    gpus_per_replica=gpus, extra=extra, **optional)
 
@@ -185,6 +231,27 @@ def _curve(check: FieldChecker, spec: dict, prefix: str, x_key: str,
         raise check.fail(f"{prefix}.seconds",
                          f"has {len(ys)} values but {prefix}.{x_key} has {len(xs)}")
     return Curve.of(xs, ys)
+
+
+def _draft_slope(check: FieldChecker, spec: dict, prefix: str, curve: Curve,
+                 per_draft: bool) -> DraftSlope:
+    """`drafts` + `per_draft_seconds` of a block drafter (both or neither; not with per_draft)."""
+    if per_draft:
+        raise check.fail(f"{prefix}.per_draft_seconds",
+                         "a per_draft: true drafter already scales with the drafts; "
+                         "per_draft_seconds is for block drafters")
+    depth = check.integer(check.require(spec, "drafts", prefix), f"{prefix}.drafts", 1)
+    slope = check.number_list(check.require(spec, "per_draft_seconds", prefix),
+                              f"{prefix}.per_draft_seconds", 0.0)
+    if len(slope) != len(curve.x):
+        raise check.fail(f"{prefix}.per_draft_seconds",
+                         f"has {len(slope)} values but {prefix}.requests has {len(curve.x)}")
+    for i, (s, d) in enumerate(zip(curve.y, slope)):
+        if s - depth * d < -1e-12 * max(s, 1e-300):
+            raise check.fail(f"{prefix}.per_draft_seconds[{i}]",
+                             f"{d!r} s per draft x {depth} drafts exceeds seconds[{i}] = {s!r} "
+                             "(the cost without drafts would be negative)")
+    return DraftSlope(depth, Curve.of(curve.x, slope))
 
 
 def _plain(values: np.ndarray) -> list:

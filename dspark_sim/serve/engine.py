@@ -168,3 +168,20 @@ def write_serve_results(results: list[ServeResult], ids, out_dir: str | Path) ->
         if res.iterations is not None:
             write_text_atomic(where / "iterations.csv", requests_csv(res.iterations))
     return written
+
+
+def read_serve_results(where: str | Path, policy: str) -> ServeResult:
+    """One run `write_serve_results` wrote (requests.csv, summary.json, outputs.jsonl and, when
+    present, iterations.csv), to simulate again against it without serving."""
+    import json
+
+    where = Path(where)
+    try:
+        frame = pd.read_csv(where / "requests.csv", dtype={"id": str, "task": str})
+        summary = json.loads((where / "summary.json").read_text())
+        lines = [json.loads(line) for line in (where / "outputs.jsonl").read_text().splitlines() if line]
+        iterations = pd.read_csv(where / "iterations.csv") if (where / "iterations.csv").exists() else None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"no engine run of {policy} here ({exc})", file=where, field="--engine-runs") from None
+    return ServeResult(policy, frame, summary, [line.get("output_ids", []) for line in lines],
+                       [[tuple(s) for s in line.get("steps", [])] for line in lines], iterations)

@@ -57,7 +57,8 @@ def iteration_cost_errors(iterations: pd.DataFrame, hw: HardwareProfile, kind: s
         return {}
     measured = (iterations["end_s"] - iterations["start_s"]).to_numpy()
     predicted = np.asarray(hw.step_time(iterations["batch_tokens"].to_numpy(dtype=float),
-                                        iterations["context_tokens"].to_numpy(dtype=float)), dtype=float)
+                                        iterations["context_tokens"].to_numpy(dtype=float),
+                                        iterations["prefill_tokens"].to_numpy()), dtype=float)
     decoding = iterations["decode_requests"].to_numpy()
     drafts = iterations["drafts_per_request"].to_numpy()
     if kind:

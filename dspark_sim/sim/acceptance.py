@@ -14,12 +14,27 @@ of (seed, request, step) only, so every policy and both engines see the same dra
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
 from .schedule import survivals
+from .uniforms import UniformStream
 
+
+ROW_TABLE_LIMIT = 1 << 22
 _SEQ_BLOCK = 1024      # requests whose parametric runs `sequence` draws at once
+
+
+class _ByTask:
+    """`mean[task_index]` without materialising it: indexing by rows gives its rows."""
+
+    def __init__(self, mean: np.ndarray, task_index: np.ndarray) -> None:
+        self.mean, self.task_index = mean, task_index
+
+    def __getitem__(self, rows):
+        return self.mean[self.task_index[rows]]
 
 
 class AcceptanceSampler:
@@ -27,15 +42,19 @@ class AcceptanceSampler:
 
     Lookups take request indices `rows` (R,) and decode-step indices `steps` (R, M); a step
     past a request's last one (or -1) returns some valid value that callers mask out.
+    `subset(rows)` serves some of the requests with the draws they get in the whole trace
+    (a replica's partition, sim/partition.py).
     """
+
+    _PER_REQUEST = ("task_index", "_param", "_slots", "_offset", "_emp_start", "_emp_len")
 
     def __init__(self, profile: AcceptanceProfile, tasks: np.ndarray, output_tokens: np.ndarray,
                  seed: int, pad: int = 0) -> None:
         self.gamma = g = profile.gamma
-        rng = np.random.default_rng([seed, 0xACC])
         specs: list[TaskAcceptance] = []
         index_of: dict[str, int] = {}
-        for name in sorted({str(t) for t in tasks}):
+        names = list(map(str, tasks.tolist() if isinstance(tasks, np.ndarray) else tasks))
+        for name in sorted(set(names)):
             spec = profile.for_task(name)
             # Tasks that fall back to the same profile task share one index.
             found = next((i for i, s in enumerate(specs) if s is spec), None)
@@ -43,7 +62,7 @@ class AcceptanceSampler:
                 specs.append(spec)
                 found = len(specs) - 1
             index_of[name] = found
-        self.task_index = np.array([index_of[str(t)] for t in tasks], dtype=np.int64)
+        self.task_index = np.array(list(map(index_of.__getitem__, names)), dtype=np.int64)
         n = len(self.task_index)
         mean = np.stack([survivals(s.conditional_accept(g)) for s in specs])
         self.mean_survival_by_task = mean
@@ -54,14 +73,18 @@ class AcceptanceSampler:
                                          for s in specs)
         kind_param = np.array([s.kind == "parametric" for s in specs])
         self._param = kind_param[self.task_index]
-        self._all_param = bool(self._param.all())
-        self._row_surv = mean[self.task_index]          # also the parametric confidences
         # Parametric: one uniform per possible decode step (a request makes <= output - 1).
         slots = np.maximum(np.asarray(output_tokens, dtype=np.int64) - 1, 0)
         self._slots = slots
         self._offset = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64) if n else slots
-        self._uniform = rng.random(int(slots.sum()) + pad + 1) if self._param.any() else np.zeros(1)
-        self._seq_blocks: dict[int, tuple[bytes, int]] = {}
+        if self._param.any():      # drawn lazily (uniforms.py), the same values as one draw
+            stream = UniformStream([seed, 0xACC], int(slots.sum()) + pad + 1)
+            self._uniform = stream.whole if stream.whole is not None else stream
+            rng = stream.generator_after()
+        else:
+            self._uniform, rng = np.zeros(1), np.random.default_rng([seed, 0xACC])
+        self._seq_blocks: dict[int, tuple[bytes, list[int]]] = {}
+        self._lists: tuple[list[bool], list[int], list[int]] | None = None   # for `sequence`
         self._emp_bytes: bytes | None = None
         # Empirical: all measured requests of all tasks end to end; each request picks one.
         starts, lengths, acc, surv, capped = [], [], [], [], []
@@ -96,6 +119,27 @@ class AcceptanceSampler:
         emp = ~self._param
         self._emp_start = np.where(emp, starts_a[np.where(emp, pick, -1)], 0)
         self._emp_len = np.where(emp, lengths_a[np.where(emp, pick, -1)], 1)
+        self._set_rows()
+
+    def _set_rows(self) -> None:
+        self._all_param = bool(self._param.all())
+        # each request's task survivals (also the parametric confidences); a long trace
+        # looks them up through the task instead of holding gamma floats per request
+        self._row_surv = self.mean_survival_by_task[self.task_index] \
+            if len(self.task_index) * self.gamma <= ROW_TABLE_LIMIT \
+            else _ByTask(self.mean_survival_by_task, self.task_index)
+
+    def subset(self, rows: np.ndarray) -> "AcceptanceSampler":
+        """A sampler for requests `rows` of this one's trace, renumbered 0..len(rows)-1, each
+        with the draws it has here."""
+        part = copy.copy(self)
+        rows = np.asarray(rows, dtype=np.int64)
+        for name in self._PER_REQUEST:
+            setattr(part, name, getattr(self, name)[rows])
+        part._seq_blocks = {}      # blocks of the renumbered requests (the copy would share ours)
+        part._lists = None
+        part._set_rows()
+        return part
 
     def accepted(self, rows: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """(R, M) accepted runs of requests `rows` at decode steps `steps` (R, M)."""
@@ -129,16 +173,19 @@ class AcceptanceSampler:
         """A request's accepted runs as bytes and their period: step s has run seq[s % period]
         (the same values `accepted` gives). Parametric runs are drawn for a block of
         `_SEQ_BLOCK` consecutive requests at a time (a few blocks are kept)."""
-        if self._param[rid]:
-            n = int(self._slots[rid])
+        if self._lists is None:
+            self._lists = (self._param.tolist(), self._slots.tolist(), self._offset.tolist())
+        param, slots, offset = self._lists
+        if param[rid]:
+            n = slots[rid]
             if n == 0:
-                return self._runs(int(self._offset[rid]), 1, int(self.task_index[rid])), 1
+                return self._runs(offset[rid], 1, int(self.task_index[rid])), 1
             block = rid // _SEQ_BLOCK
             cached = self._seq_blocks.get(block)
             if cached is None:
                 cached = self._seq_block(block)
-            runs, base = cached
-            start = int(self._offset[rid]) - base
+            runs, local = cached
+            start = local[rid - block * _SEQ_BLOCK]
             return runs[start:start + n], n
         if self._emp_bytes is None:
             self._emp_bytes = self._emp_acc.astype(np.uint8).tobytes()
@@ -148,25 +195,36 @@ class AcceptanceSampler:
     def _runs(self, start: int, n: int, task: int) -> bytes:
         """Accepted runs of uniform slots start..start+n-1 under `task`'s survivals:
         #{j : u < a_j} as in `accepted`; a is non-increasing, so a binary search on -a."""
-        if self._neg_uniform is None:
-            self._neg_uniform = -self._uniform
-        runs = self._neg_surv_by_task[task].searchsorted(self._neg_uniform[start:start + n])
+        if isinstance(self._uniform, UniformStream):
+            neg = -self._uniform[start:start + n]
+        else:
+            if self._neg_uniform is None:
+                self._neg_uniform = -self._uniform
+            neg = self._neg_uniform[start:start + n]
+        runs = self._neg_surv_by_task[task].searchsorted(neg)
         return runs.astype(np.uint8).tobytes()
 
-    def _seq_block(self, block: int) -> tuple[bytes, int]:
+    def _seq_block(self, block: int) -> tuple[bytes, np.ndarray]:
         """Runs of every uniform slot of requests block*_SEQ_BLOCK.. at once (#{j : u < a_j}
-        with each slot's request's survivals, as `accepted`), cached with the offset of the
-        block's first slot."""
+        with each slot's request's survivals, as `accepted`), cached with each request's start
+        in them. The block's slots are one slice of the uniforms (`self._uniform` an array or a
+        UniformStream) unless this is a `subset`, whose requests' slots are gathered."""
         lo = block * _SEQ_BLOCK
         hi = min(lo + _SEQ_BLOCK, len(self._slots))
-        base = int(self._offset[lo])
-        end = int(self._offset[hi - 1] + self._slots[hi - 1])
-        tasks = np.repeat(self.task_index[lo:hi], self._slots[lo:hi])
-        u = self._uniform[base:end]
+        slots, offset = self._slots[lo:hi], self._offset[lo:hi]
+        local = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64)
+        base = int(offset[0])
+        if np.array_equal(offset - base, local):      # contiguous: the whole trace's numbering
+            u = self._uniform[base:base + int(slots.sum())]
+        else:                                         # a subset's requests: gather their slots
+            u = self._uniform[np.repeat(offset - local, slots) + np.arange(int(slots.sum()))]
         runs = np.zeros(len(u), dtype=np.uint8)
-        for a_j in self.mean_survival_by_task.T:      # one position at a time: cheap 1-D passes
-            runs += u < a_j[tasks]
+        by_task = self.mean_survival_by_task
+        # with one task every slot has the same survivals: compare with scalars
+        tasks = None if len(by_task) == 1 else np.repeat(self.task_index[lo:hi], slots)
+        for a_j in by_task.T:      # one position at a time: cheap 1-D passes
+            runs += u < (a_j[0] if tasks is None else a_j[tasks])
         if len(self._seq_blocks) >= 4:
             self._seq_blocks.clear()
-        out = self._seq_blocks[block] = (runs.tobytes(), base)
+        out = self._seq_blocks[block] = (runs.tobytes(), local.tolist())
         return out

@@ -34,29 +34,30 @@ class OpenArrivals:
         self.table = table
         self.router = router
         self._next = 0
+        self._arrival: list[int] = table.arrival_ns.tolist()    # fast scalar access
         env.process(self._arrivals())
 
     def _arrivals(self) -> Iterator[simpy.Event]:
-        arrival = self.table.arrival_ns
+        arrival = self._arrival
         env = self.env
         while self._next < self.table.n:
-            t = int(arrival[self._next])
+            t = arrival[self._next]
             if t > env.now:
                 yield env.timeout(t - env.now)
             self.dispatch_until(int(env.now))
 
     def dispatch_until(self, t_ns: int) -> None:
         """Route every request that has arrived by t, in arrival order."""
-        arrival = self.table.arrival_ns
-        while self._next < self.table.n and arrival[self._next] <= t_ns:
+        arrival, n, route = self._arrival, self.table.n, self.router.route
+        while self._next < n and arrival[self._next] <= t_ns:
             rid = self._next
             self._next += 1
-            self.router.route(rid, int(arrival[rid])).submit(rid)
+            route(rid, arrival[rid]).submit(rid)
 
     def next_arrival_ns(self, replica: "ReplicaBase") -> int | None:
         """Arrival time of the next request that could be routed to `replica`."""
         rid = self.router.candidate_after(self._next, replica)
-        return int(self.table.arrival_ns[rid]) if rid is not None and rid < self.table.n else None
+        return self._arrival[rid] if rid is not None and rid < self.table.n else None
 
     def finished(self, replica: "ReplicaBase", rids, t_ns) -> None:
         """Requests finished (no effect on an open loop)."""

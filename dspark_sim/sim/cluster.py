@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import simpy
@@ -14,7 +15,7 @@ from ..profiles.hardware import HardwareProfile
 from ..traces.schema import Trace
 from .acceptance import AcceptanceSampler
 from .arrivals import ClosedArrivals, OpenArrivals
-from .costs import IterationCost
+from .costs import NS, IterationCost
 from .fast import MAX_RUN, FastReplica
 from .load import ClosedLoop
 from .loop import LoopReplica
@@ -30,6 +31,7 @@ ROUTER_ALIASES = {"rr": "round-robin", "round-robin": "round-robin",
 ENGINES = ("fast", "block", "loop", "reference")
 PREFILL_MODES = ("local", "disaggregated")
 KV_SEMANTICS = ("reserve", "blocks")
+PROGRESS_EVERY_S = 600.0      # simulated seconds between progress reports
 
 
 class Router:
@@ -62,9 +64,11 @@ class Cluster:
                  policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
                  engine: str = "fast", closed_loop: ClosedLoop | None = None,
                  prefill: str = "local", env: simpy.Environment | None = None,
-                 replica_cls=None, kv_semantics: str = "reserve", schedule=None) -> None:
+                 replica_cls=None, kv_semantics: str = "reserve", schedule=None,
+                 part: "PartContext | None" = None) -> None:
         """`env` and `replica_cls` let the real serving engine (dspark_sim/serve) run the same
-        arrivals, router and replica bookkeeping on a wall-clock environment."""
+        arrivals, router and replica bookkeeping on a wall-clock environment. `part`: this
+        table is one replica's share of a larger trace (sim/partition.py)."""
         self.env = env if env is not None else simpy.Environment()
         self.prefill_elsewhere = prefill == "disaggregated"
         self.table = table
@@ -76,13 +80,14 @@ class Cluster:
         probe = new_policy()
         sampler = None
         if probe.speculative:
-            sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
+            sampler = part.sampler if part is not None else \
+                AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
         # the scheduler's cost view: drafting as the policy drafts, and attention over the
         # trace's typical KV length of a decoding request (prompt + half the output)
-        typical_context = float(np.mean(table.prompt + table.output / 2)) if table.n else 0.0
         cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None,
                              scheduler_drafts=probe.drafts if probe.drafts is not None else gamma,
-                             scheduler_context=typical_context)
+                             scheduler_context=part.typical_context if part is not None
+                             else typical_context(table))
         planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
             (sampler is None or sampler.static_confidence or not probe.needs_confidence)
         loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
@@ -122,13 +127,40 @@ class Cluster:
         """Requests `rids` of `replica` finish at t_ns (scalar or one per request)."""
         self.source.finished(replica, rids, t_ns)
 
-    def run(self) -> None:
-        """Simulate until every request has finished."""
-        self.env.run()
+    def run(self, progress: Callable[[float], None] | None = None,
+            every_s: float = PROGRESS_EVERY_S) -> None:
+        """Simulate until every request has finished; with `progress`, call progress(simulated
+        seconds) every `every_s` simulated seconds (the events run in the same order)."""
+        if progress is None:
+            self.env.run()
+        else:
+            step = max(1, int(every_s * NS))
+            env, report_at = self.env, step
+            while (upcoming := env.peek()) != simpy.core.Infinity:     # what env.run() does
+                if upcoming >= report_at:
+                    progress(env.now / NS)
+                    report_at = (int(upcoming) // step + 1) * step
+                env.step()
+            progress(env.now / NS)
         for rep in self.replicas:
             rep.flush()
         if (self.table.finish_ns < 0).any():   # pragma: no cover - a model bug, not bad input
             raise RuntimeError("simulation ended with unfinished requests")
+
+
+def typical_context(table: RequestTable) -> float:
+    """The KV length of a typical decoding request of the trace: prompt + half the output."""
+    return float(np.mean(table.prompt + table.output / 2)) if table.n else 0.0
+
+
+@dataclass
+class PartContext:
+    """What a replica's share of a trace needs from the whole trace to simulate exactly as it
+    would there: the whole trace's acceptance draws for its rows and the scheduler's typical
+    context."""
+
+    sampler: AcceptanceSampler | None
+    typical_context: float
 
 
 def per_iteration_engine(engine: str, kv_semantics: str, stateful: bool, policy_name: str,
@@ -178,18 +210,35 @@ class SimOutcome:
     wall_s: float
     cpu_s: float = 0.0       # CPU time of this process (robust on a shared machine)
     preemptions: int = 0     # paged KV: requests preempted (recomputed later)
+    worker_peak_rss_kb: int = 0   # partitioned runs: the largest peak RSS of a worker process
 
 
 def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
              replicas: int = 1, router: str = "round-robin", seed: int = 0,
              engine: str = "fast", closed_loop: ClosedLoop | None = None,
-             prefill: str = "local", kv_semantics: str = "reserve", schedule=None) -> SimOutcome:
+             prefill: str = "local", kv_semantics: str = "reserve", schedule=None,
+             progress: Callable[[float], None] | None = None) -> SimOutcome:
     """Serve `trace` with `replicas` replicas of `hw` under `policy`; every request finishes.
     With `closed_loop`, the trace gives only the requests' lengths and tasks (load.py). With
     prefill 'disaggregated', prompts are prefilled elsewhere: a request arrives with its KV
     cache and first token and only decodes here. `kv_semantics` 'blocks' is vLLM's paged KV
     with preemption by recompute (paged_engine.py); `schedule` is vllm-schedule's batch-size
-    schedule (spec_config.BatchSchedule)."""
+    schedule (spec_config.BatchSchedule). `progress(simulated s)` as the run goes."""
+    check_options(router, replicas, prefill, engine, kv_semantics)
+    t0, c0 = time.perf_counter(), time.process_time()
+    table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
+    gamma = acceptance.gamma if acceptance is not None else 0
+    check_kv_fits(table, hw, kv_semantics, gamma)
+    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
+                      closed_loop, prefill, kv_semantics=kv_semantics, schedule=schedule)
+    cluster.run(progress)
+    return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
+                      time.process_time() - c0,
+                      sum(getattr(r, "preemptions", 0) for r in cluster.replicas))
+
+
+def check_options(router: str, replicas: int, prefill: str, engine: str, kv_semantics: str) -> None:
+    """Bad input for an unknown router, engine, prefill mode or KV semantics, or no replica."""
     if router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {router!r}; choose rr or least-outstanding", field="router")
     if replicas < 1:
@@ -202,13 +251,3 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
     if kv_semantics not in KV_SEMANTICS:
         raise InputError(f"unknown KV semantics {kv_semantics!r}; choose {' or '.join(KV_SEMANTICS)}",
                          field="kv-semantics")
-    t0, c0 = time.perf_counter(), time.process_time()
-    table = RequestTable(trace if closed_loop is None else closed_loop.requests(trace))
-    gamma = acceptance.gamma if acceptance is not None else 0
-    check_kv_fits(table, hw, kv_semantics, gamma)
-    cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
-                      closed_loop, prefill, kv_semantics=kv_semantics, schedule=schedule)
-    cluster.run()
-    return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
-                      time.process_time() - c0,
-                      sum(getattr(r, "preemptions", 0) for r in cluster.replicas))

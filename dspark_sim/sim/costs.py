@@ -25,7 +25,12 @@ def to_ns(seconds) -> np.ndarray:
 
 
 class IterationCost:
-    """Seconds of one iteration: draft_time(kind, R, drafts) + step_time(B, context).
+    """Seconds of one iteration: draft_time(kind, R, drafts) + step_time(B, context, P).
+
+    Drafting by request count R and drafts k per request is fixed(R) + k x slope(R) for k > 0
+    (0 at k = 0): a `per_draft` drafter has fixed 0 and its table as slope, a block drafter with
+    `per_draft_seconds` both, other drafters only fixed. With a prefill curve an iteration with
+    P prefill-chunk tokens adds prefill(P) - step(P) (`prefill_ns`, 0 at P = 0).
 
     It also gives the speculation scheduler its view of the engine, `scheduler_sps(B, R)`:
     iterations per second at B batch tokens with R decoding requests, counting the drafting
@@ -46,6 +51,12 @@ class IterationCost:
         self._sched_lists: dict[int, list[float]] = {}
         self.kind = drafter_kind if drafter_kind in hw.draft_curves else None
         self.per_draft = self.kind in hw.per_draft_kinds
+        self._slope = hw.draft_slopes.get(self.kind) if self.kind else None
+        self.linear = self._slope is not None       # block drafter priced by drafts made
+        self.has_prefill = hw.prefill_curve is not None
+        self._slope_s = self._slope_ns = np.zeros(0)
+        self._slope_lists: dict[bool, list[float]] = {}
+        self.prefill_ns: np.ndarray | None = None    # by prefill tokens, when has_prefill
         self.per_context = float(hw.per_context_token_s)
         self._context_ns = self.per_context * NS
         self._seconds_lists: tuple[list[float], list[float]] | None = None
@@ -67,6 +78,8 @@ class IterationCost:
         size = max(n, min(2 * len(self._step), self._token_cap))
         self._step = self._step_base(np.arange(size, dtype=float))
         self._step_ns = np.maximum(self._step * NS, 1.0)      # an iteration lasts >= 1 ns
+        if self.has_prefill:
+            self.prefill_ns = np.asarray(self.hw.prefill_adjustment(np.arange(size)), dtype=float) * NS
 
     def _grow_draft(self, n: int) -> None:
         size = max(n, min(2 * len(self._draft), self._request_cap))
@@ -75,16 +88,39 @@ class IterationCost:
             self._draft = np.zeros(size)
         else:
             self._draft = np.where(reqs > 0, np.asarray(self.hw.draft_curves[self.kind](reqs), dtype=float), 0.0)
+        if self.linear:      # the table was measured at slope.drafts drafts: keep the fixed part
+            self._slope_s = np.where(reqs > 0, np.asarray(self._slope.per_draft(reqs), dtype=float), 0.0)
+            self._draft = np.maximum(self._draft - self._slope.drafts * self._slope_s, 0.0)
+            self._slope_ns = self._slope_s * NS
         self._draft_ns = self._draft * NS
+
+    def drafting(self, fixed: np.ndarray, slope: np.ndarray, drafts) -> np.ndarray:
+        """Drafting cost from fixed and slope values (seconds or ns, gathered by request count)
+        at `drafts` drafts per request (scalar or broadcast): fixed + drafts x slope, 0 at 0."""
+        if self.per_draft:
+            return fixed * drafts
+        if self.linear:
+            return np.where(np.asarray(drafts) > 0, fixed + drafts * slope, 0.0)
+        return np.where(np.asarray(drafts) > 0, fixed, 0.0)
+
+    def slope_list(self, max_requests: int, ns: bool = False) -> list[float]:
+        """Seconds (nanoseconds with `ns`) per draft by request count of a linear block drafter,
+        covering 0..max_requests, for python loops ([] for other drafters)."""
+        if not self.linear:
+            return []
+        self._fit(max_requests, 0)
+        out = self._slope_lists.get(ns)
+        if out is None or len(out) != len(self._slope_s):
+            out = self._slope_lists[ns] = (self._slope_ns if ns else self._slope_s).tolist()
+        return out
 
     def scheduler_fixed_s(self, requests) -> np.ndarray:
         """Seconds of an iteration with R decoding requests that do not depend on its batch
         tokens, as the scheduler sees them: drafting + attention over the typical context."""
         r = np.asarray(requests, dtype=np.int64)
         self._fit(int(r.max(initial=0)), 0)
-        draft = self._draft[r]
-        d = self.scheduler_drafts
-        draft = draft * d if self.per_draft else (draft if d > 0 else 0.0 * draft)
+        draft = self.drafting(self._draft[r], self._slope_s[r] if self.linear else None,
+                              self.scheduler_drafts)
         return draft + self.per_context * self.scheduler_context * r
 
     def scheduler_sps(self, batch_tokens, requests) -> np.ndarray:
@@ -141,36 +177,43 @@ class IterationCost:
         """Drafting seconds for `requests` decoding requests making `drafts` sequential drafts."""
         r = np.asarray(requests, dtype=np.int64)
         self._fit(int(r.max(initial=0)), 0)
-        t = self._draft[r]
-        return t * drafts if self.per_draft else np.where(np.asarray(drafts) > 0, t, 0.0)
+        return self.drafting(self._draft[r], self._slope_s[r] if self.linear else None, drafts)
 
     def iteration_ns(self, requests: np.ndarray, batch_tokens: np.ndarray, context: np.ndarray,
-                     drafts) -> np.ndarray:
+                     drafts, prefill_first: int = 0) -> np.ndarray:
         """Nanoseconds of each iteration (vectorised), as integer-valued floats (>= 1):
-        rint(draft + step(B) + per-context x context), all in nanoseconds."""
+        rint(draft + step(B) [+ prefill_ns(P) in the first] + per-context x context), all in
+        nanoseconds; `prefill_first` is the first iteration's prefill-chunk tokens (the others
+        have none)."""
         requests = np.asarray(requests, dtype=np.int64)
         batch_tokens = np.asarray(batch_tokens, dtype=np.int64)
         self._fit(int(requests.max(initial=0)), int(batch_tokens.max(initial=0)))
-        draft = self._draft_ns[requests]
-        draft = draft * drafts if self.per_draft else np.where(np.asarray(drafts) > 0, draft, 0.0)
-        return self._finish_ns(draft, batch_tokens, context)
+        draft = self.drafting(self._draft_ns[requests], self._slope_ns[requests] if self.linear else None,
+                              drafts)
+        return self._finish_ns(draft, batch_tokens, context, prefill_first)
 
     def fixed_drafts(self, drafts: int) -> np.ndarray:
         """Draft nanoseconds by request count for a policy that always makes `drafts` drafts
         (same arithmetic as `iteration_ns`)."""
-        return self._draft_ns * drafts if self.per_draft else np.where(drafts > 0, self._draft_ns, 0.0)
+        return self.drafting(self._draft_ns, self._slope_ns if self.linear else None, drafts)
 
     def iteration_ns_fixed(self, draft_table: np.ndarray, requests: np.ndarray,
-                           batch_tokens: np.ndarray, context: np.ndarray) -> np.ndarray:
+                           batch_tokens: np.ndarray, context: np.ndarray,
+                           prefill_first: int = 0) -> np.ndarray:
         """`iteration_ns` with a `fixed_drafts` table; IndexError when the requests or batch
-        tokens reach past the tables (then `_fit` them and take a new `fixed_drafts` table)."""
-        return self._finish_ns(draft_table[requests], batch_tokens, context)
+        tokens reach past the tables (then `_fit` them and take a new `fixed_drafts` table;
+        the prefill table grows with the step table, so `prefill_first` <= the first batch
+        tokens is covered whenever they are)."""
+        return self._finish_ns(draft_table[requests], batch_tokens, context, prefill_first)
 
-    def _finish_ns(self, draft: np.ndarray, batch_tokens: np.ndarray, context) -> np.ndarray:
+    def _finish_ns(self, draft: np.ndarray, batch_tokens: np.ndarray, context,
+                   prefill_first: int = 0) -> np.ndarray:
         ns = draft + self._step_ns[batch_tokens]
+        if prefill_first and self.prefill_ns is not None:
+            ns[0] = ns[0] + self.prefill_ns[prefill_first]
         if self.per_context:
             ns = ns + self._context_ns * context
-        return np.rint(ns)
+        return np.maximum(np.rint(ns), 1.0) if self.prefill_ns is not None else np.rint(ns)
 
     def vllm_tables(self, max_requests: int, max_batch_tokens: int, reach_requests: int | None = None,
                     reach_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -199,14 +242,14 @@ class IterationCost:
         sizes = self.hw.capture_sizes
         if not sizes:
             self._fit(size_r, size_t)
-            draft = self._draft[:size_r + 1]
-            draft = draft * d if self.per_draft else draft * (d > 0)
+            draft = self.drafting(self._draft[:size_r + 1],
+                                  self._slope_s[:size_r + 1] if self.linear else None, d)
             return 1e3 * draft, 1e3 * self._step[:size_t + 1]
         verify_sizes = profile_sizes(sizes, max_batch_tokens)
         request_sizes = sorted({min(s, max_requests) for s in sizes})
         self._fit(max(request_sizes), 0)
-        draft = self._draft[request_sizes]
-        draft = draft * d if self.per_draft else draft * (d > 0)
+        draft = self.drafting(self._draft[request_sizes],
+                              self._slope_s[request_sizes] if self.linear else None, d)
         # the step cost at each profiled size, however large, without a dense table up to it
         verify = self._step_base(np.asarray(verify_sizes, dtype=float))
         return build_cost_tables(list(zip(request_sizes, 1e3 * draft)),

@@ -168,14 +168,14 @@ class FastReplica(ReplicaBase):
         batch[0] = r0 + sum0 + prefill0
         context[0] = int(state[KV, :r0].sum()) + prefill_context
         if self._draft_ns is not None:
-            ns = self._fixed_ns(n_dec, batch, context)
+            ns = self._fixed_ns(n_dec, batch, context, prefill0)
         else:
             drafts = self.policy.drafts
             if drafts is None:       # goodput: this iteration's k
                 drafts = (verify[:, None] if planned else verify).max(axis=0, initial=0) \
                     * np.ones(m, dtype=np.int64)
                 drafts[0] = int(verify0.max(initial=0))
-            ns = self.cost.iteration_ns(n_dec, batch, context, drafts)
+            ns = self.cost.iteration_ns(n_dec, batch, context, drafts, prefill0)
         ns[0] += now
         times = np.cumsum(ns)
         end = self._block_end(fin, verify, times, m, t_arr, done0, planned, dependent)
@@ -202,15 +202,17 @@ class FastReplica(ReplicaBase):
             self.record_history(raw[:end + 1])
         return int(times[end])
 
-    def _fixed_ns(self, n_dec: np.ndarray, batch: np.ndarray, context: np.ndarray) -> np.ndarray:
-        """Iteration nanoseconds of a policy with a fixed number of drafts; the cost tables
-        grow (and this replica's draft table with them) when the block reaches past them."""
+    def _fixed_ns(self, n_dec: np.ndarray, batch: np.ndarray, context: np.ndarray,
+                  prefill_first: int = 0) -> np.ndarray:
+        """Iteration nanoseconds of a policy with a fixed number of drafts (`prefill_first`:
+        the first iteration's prefill-chunk tokens); the cost tables grow (and this replica's
+        draft table with them) when the block reaches past them."""
         try:
-            return self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context)
+            return self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context, prefill_first)
         except IndexError:
             self.cost._fit(int(n_dec.max()), int(batch.max()))
             self._draft_ns = self.cost.fixed_drafts(self.policy.drafts)
-            return self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context)
+            return self.cost.iteration_ns_fixed(self._draft_ns, n_dec, batch, context, prefill_first)
 
     # --- rows in and out ---------------------------------------------------------------------
 

@@ -53,6 +53,8 @@ class LoopReplica(ReplicaBase):
     def _tables(self, requests: int, batch_tokens: int) -> None:
         cost, drafts = self.cost, self.policy.drafts
         self._draft_ns, self._step_ns = cost.ns_lists(requests, batch_tokens)
+        self._slope_ns = cost.slope_list(requests, ns=True)
+        self._prefill_ns = cost.prefill_ns.tolist() if cost.prefill_ns is not None else None
         # goodput (drafts None) pays for the k it picks each iteration
         self._draft_fixed = cost.fixed_drafts(drafts).tolist() if drafts is not None else None
 
@@ -181,9 +183,12 @@ class LoopReplica(ReplicaBase):
                     ns = draft_fixed[r] + step_ns[batch]
                 else:
                     ns = self._draft_of(r, lengths) + step_ns[batch]
+                prefill_ns = self._prefill_ns     # grown with step_ns by _tables
+                if prefill_ns is not None and chunks:
+                    ns = ns + prefill_ns[batch - r - verified]
                 if context_ns:
                     ns = ns + context_ns * (kv_sum + prefill_context)
-                end = now + round(ns)
+                end = now + (round(ns) if prefill_ns is None else max(1, round(ns)))
             kv_sum += emitted
             it += 1
             if done is not None or chunks:
@@ -230,7 +235,12 @@ class LoopReplica(ReplicaBase):
         """Drafting nanoseconds of an iteration with r rows verifying `lengths`, for goodput,
         which pays for the k it picks (the other policies use the fixed-drafts table)."""
         k = max(lengths) if lengths else 0
-        return self._draft_ns[r] * k if self.cost.per_draft else (self._draft_ns[r] if k > 0 else 0.0)
+        if self.cost.per_draft:
+            return self._draft_ns[r] * k
+        if k <= 0:
+            return 0.0
+        # a linear block drafter also pays per draft made (_slope_ns is [] for other drafters)
+        return self._draft_ns[r] + k * self._slope_ns[r] if self._slope_ns else self._draft_ns[r]
 
     def _lengths_now(self, it: int, r: int) -> list[int] | None:
         """Verify lengths of an iteration with prefill to do (the base is the prefill it could

@@ -315,11 +315,12 @@ class _GoodputPlan(Plan):
         r, cost = self.r, self.cost
         step, draft = cost.seconds_lists(r, base + r * (self.policy.gamma + 1))
         d = draft[r]
+        slope = cost.slope_list(r)[r] if cost.linear else 0.0
         best_k, best = 0, -np.inf
         for k, tokens in enumerate(self._tokens):
             if r * k > self.cap:
                 continue
-            part = d * k if cost.per_draft else (d if k > 0 else 0.0)
+            part = d * k if cost.per_draft else ((d + k * slope if cost.linear else d) if k > 0 else 0.0)
             rate = tokens / (step[base + r + r * k] + part)
             if rate > best:
                 best, best_k = rate, k

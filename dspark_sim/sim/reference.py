@@ -44,7 +44,7 @@ class ReferenceReplica(ReplicaBase):
         context = int((t.prompt[rows] + t.generated[rows]).sum()) + prefill_context
         drafts = self.policy.drafts_per_iteration(lengths)
         end = now + int(self.cost.iteration_ns(np.array([r]), np.array([batch]), np.array([context]),
-                                               drafts)[0])
+                                               drafts, batch - decode_tokens)[0])
         # 3. Commit: decoding requests emit 1 + accepted drafts, never more than they owe.
         acc = np.minimum(accepted[:, 0], verify)
         emitted = np.minimum(1 + acc, t.owed(rows))

@@ -1,6 +1,7 @@
 """`replay`: simulate serving a trace under one or more policies; results and output files."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -8,18 +9,21 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
-from ..fileio import write_json_atomic, write_text_atomic
+from ..fileio import staged_dir, write_json_atomic, write_text_atomic
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
 from ..traces.schema import Trace, load_trace
-from .cluster import ROUTER_ALIASES, simulate
+from .cluster import ROUTER_ALIASES, SimOutcome, simulate
 from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 from .load import ClosedLoop
 from .metrics import requests_csv, requests_frame, summarise
+from .outputs import check_request_format, requests_file_name, write_requests
+from .partition import check_partitionable, simulate_partitioned
 from .policies import check_policy_name, make_policy
 from .spec_config import BatchSchedule, parse_schedule
+from .summary import QUANTILE_MODES, SummaryAccumulator
 
 
 def default_acceptance(policy: str) -> str | None:
@@ -31,11 +35,34 @@ def default_acceptance(policy: str) -> str | None:
 
 @dataclass
 class ReplayResult:
-    """One policy's simulation: per-request rows and the summary."""
+    """One policy's simulation: per-request rows (None when they were streamed to a file)
+    and the summary."""
 
     policy: str
-    requests: pd.DataFrame
+    requests: pd.DataFrame | None
     summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Simulate the replicas apart (sim/partition.py): as Ray tasks on `workers` CPUs (a local
+    instance unless `address`), or 'inline' one after another."""
+
+    executor: str = "ray"
+    workers: int = 2
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """Write per-request rows to `out_dir` in chunks as they are produced instead of keeping
+    a frame; summary percentiles `exact` or from a `sketch` (summary.py)."""
+
+    out_dir: Path
+    requests_format: str = "csv"
+    quantiles: str = "exact"
+    progress: Any = None       # progress(rows written) after each chunk
+    sim_progress: Any = None   # progress(simulated seconds) as the run goes (one process)
 
 
 def _name(obj: Any, given: str | Path | None) -> str:
@@ -46,31 +73,57 @@ def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptanc
            *, replicas: int = 1, router: str = "round-robin", seed: int = 0, engine: str = "fast",
            trace_name: str | None = None, hw_name: str | None = None,
            acceptance_name: str | None = None, closed_loop: ClosedLoop | None = None,
-           prefill: str = "local", kv_semantics: str = "reserve", schedule=None) -> ReplayResult:
+           prefill: str = "local", kv_semantics: str = "reserve", schedule=None,
+           parallel: Parallel | None = None, streamed: Streamed | None = None) -> ReplayResult:
     """Simulate `trace` on `replicas` replicas of `hw` under `policy`; return the results.
     With `closed_loop`, users send the trace's requests back to back (sim/load.py); with
     prefill 'disaggregated', the replicas only decode (prompts are prefilled elsewhere);
-    `kv_semantics` 'blocks' is vLLM's paged KV with preemption; `schedule` vllm-schedule's."""
+    `kv_semantics` 'blocks' is vLLM's paged KV with preemption; `schedule` vllm-schedule's.
+    `parallel`: replicas simulated apart (same results); `streamed`: rows and summary written
+    to a directory as they are produced (the result then holds no frame)."""
     check_policy_name(policy)
     probe = make_policy(policy, acceptance.gamma if acceptance is not None else 1, schedule=schedule)
     if probe.speculative and acceptance is None:
         raise InputError(f"policy {policy} needs an acceptance profile", field="acceptance")
-    outcome = simulate(trace, policy, hw, acceptance if probe.speculative else None,
-                       replicas=replicas, router=router, seed=seed, engine=engine,
-                       closed_loop=closed_loop, prefill=prefill, kv_semantics=kv_semantics,
-                       schedule=schedule)
-    frame = requests_frame(outcome.table)
-    summary = summarise(frame, policy=policy, trace=trace_name or trace.name,
-                        hw=hw_name or hw.name,
-                        acceptance=(acceptance_name or acceptance.name) if probe.speculative else None,
-                        seed=seed, gpus=hw.gpus_per_replica * replicas,
-                        iterations=outcome.iterations, sim_wall_s=outcome.wall_s)
-    summary.update({"replicas": replicas, "router": ROUTER_ALIASES.get(router, router),
-                    "gpus": hw.gpus_per_replica * replicas,
-                    "closed_loop": asdict(closed_loop) if closed_loop is not None else None,
-                    "prefill": prefill, "kv_semantics": kv_semantics,
-                    "preemptions": outcome.preemptions})
+    acceptance = acceptance if probe.speculative else None
+    if parallel is not None:
+        outcome = simulate_partitioned(trace, policy, hw, acceptance, replicas=replicas,
+                                       router=router, seed=seed, engine=engine, prefill=prefill,
+                                       kv_semantics=kv_semantics, schedule=schedule,
+                                       closed_loop=closed_loop, executor=parallel.executor,
+                                       workers=parallel.workers, ray_address=parallel.address)
+    else:
+        outcome = simulate(trace, policy, hw, acceptance, replicas=replicas, router=router,
+                           seed=seed, engine=engine, closed_loop=closed_loop, prefill=prefill,
+                           kv_semantics=kv_semantics, schedule=schedule,
+                           progress=streamed.sim_progress if streamed is not None else None)
+    labels = dict(policy=policy, trace=trace_name or trace.name, hw=hw_name or hw.name,
+                  acceptance=(acceptance_name or acceptance.name) if acceptance is not None else None,
+                  seed=seed, gpus=hw.gpus_per_replica * replicas, iterations=outcome.iterations,
+                  sim_wall_s=outcome.wall_s)
+    if streamed is None:
+        frame = requests_frame(outcome.table)
+        summary = summarise(frame, **labels)
+    else:
+        frame = None
+        acc = SummaryAccumulator(streamed.quantiles)
+        write_requests(outcome.table, Path(streamed.out_dir) / requests_file_name(streamed.requests_format),
+                       acc, fmt=streamed.requests_format, progress=streamed.progress)
+        summary = acc.summary(**labels)
+    summary.update(_run_fields(outcome, replicas, router, hw, closed_loop, prefill, kv_semantics))
+    if parallel is not None:
+        summary["partitioned"] = {"executor": parallel.executor, "workers": parallel.workers}
+    if streamed is not None:
+        write_json_atomic(Path(streamed.out_dir) / "summary.json", summary)
     return ReplayResult(policy, frame, summary)
+
+
+def _run_fields(outcome: SimOutcome, replicas: int, router: str, hw: HardwareProfile,
+                closed_loop: ClosedLoop | None, prefill: str, kv_semantics: str) -> dict[str, Any]:
+    return {"replicas": replicas, "router": ROUTER_ALIASES.get(router, router),
+            "gpus": hw.gpus_per_replica * replicas,
+            "closed_loop": asdict(closed_loop) if closed_loop is not None else None,
+            "prefill": prefill, "kv_semantics": kv_semantics, "preemptions": outcome.preemptions}
 
 
 def parse_acceptance_option(text: str | None, policies: list[str]) -> dict[str, str | None]:
@@ -108,9 +161,21 @@ def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = D
                  acceptance: dict[str, str | None] | None = None, *, replicas: int = 1,
                  router: str = "round-robin", seed: int = 0, engine: str = "fast",
                  progress=None, kv_semantics: str = "reserve",
-                 bs_schedule: str | None = None) -> list[ReplayResult]:
+                 bs_schedule: str | None = None, parallel: Parallel | None = None,
+                 out_dir: str | Path | None = None, requests_format: str = "csv",
+                 quantiles: str = "exact", rows_progress=None,
+                 sim_progress=None) -> list[ReplayResult]:
     """Load and validate every input first (nothing is simulated on bad input), then replay
-    the trace under each policy."""
+    the trace under each policy. With `out_dir`, each policy's requests and summary are
+    written as soon as it is simulated, in chunks, into a staging directory whose files move
+    to DIR (or DIR/<policy> for several) when every policy has run; the results hold no
+    frames (one policy's table in memory at a time)."""
+    check_request_format(requests_format)
+    if quantiles not in QUANTILE_MODES:
+        raise InputError(f"unknown quantile mode {quantiles!r}; choose "
+                         f"{' or '.join(QUANTILE_MODES)}", field="quantiles")
+    if parallel is not None:
+        check_partitionable(router, replicas, None)
     trace = load_trace(trace_path)
     hw_path = hw_profile_path(hw)
     hw_prof = load_hw_profile(hw_path)
@@ -128,14 +193,20 @@ def replay_files(trace_path: str | Path, policies: list[str], hw: str | Path = D
         make_policy(pol, prof.gamma, schedule=schedules[pol])   # static-K needs K <= gamma
         loaded[pol] = (prof, str(spec))
     results = []
-    for pol in policies:
-        prof, acc_name = loaded[pol]
-        results.append(replay(trace, pol, hw_prof, prof, replicas=replicas, router=router, seed=seed,
-                              engine=engine, trace_name=str(trace_path), hw_name=str(hw),
-                              acceptance_name=acc_name, kv_semantics=kv_semantics,
-                              schedule=schedules.get(pol)))
-        if progress is not None:
-            progress(pol)
+    with contextlib.ExitStack() as stack:
+        stage = None if out_dir is None else stack.enter_context(staged_dir(out_dir))
+        for pol in policies:
+            prof, acc_name = loaded[pol]
+            streamed = None if stage is None else Streamed(
+                stage if len(policies) == 1 else stage / pol, requests_format, quantiles,
+                rows_progress, sim_progress)
+            results.append(replay(trace, pol, hw_prof, prof, replicas=replicas, router=router,
+                                  seed=seed, engine=engine, trace_name=str(trace_path),
+                                  hw_name=str(hw), acceptance_name=acc_name,
+                                  kv_semantics=kv_semantics, schedule=schedules.get(pol),
+                                  parallel=parallel, streamed=streamed))
+            if progress is not None:
+                progress(pol)
     return results
 
 

@@ -9,6 +9,7 @@ break, global maximum) is what the production "lagged" scheduler uses to size it
 """
 from __future__ import annotations
 
+from operator import le, mul
 from typing import Callable
 
 import numpy as np
@@ -82,6 +83,7 @@ class RankedBatch:
         self.r = r
         self._steps = np.arange(self.limit + 1)
         self._py: tuple[list[float], list[int]] | None = None
+        self._by_count: dict[int, list[int]] | None = None
 
     def lengths(self, base: int, sps_table: np.ndarray, early_stop: bool = True) -> np.ndarray:
         """Verify lengths (R,) at `base` prefill tokens; sps_table[B] = SPS(B) must cover
@@ -96,22 +98,32 @@ class RankedBatch:
 
     def lengths_py(self, base: int, sps: list[float]) -> list[int]:
         """`lengths` with early stop in plain Python (same arithmetic, so the same result);
-        faster for the small batches a single replica usually holds."""
+        faster for the small batches a single replica usually holds. The list returned is
+        shared (one per candidate count): do not modify it."""
         if self._py is None:
             self._py = (self.tau.tolist(), self.row_of_rank.tolist())
-        tau, rank_rows = self._py
+        tau = self._py[0]
         b0 = base + self.n
-        prev = tau[0] * sps[b0]
-        count = self.limit
-        for i in range(1, self.limit + 1):
-            value = tau[i] * sps[b0 + i]
-            if value <= prev:
-                count = i - 1
-                break
-            prev = value
-        out = [0] * self.r
-        for row in rank_rows[:count]:
-            out[row] += 1
+        value = list(map(mul, tau, sps[b0:b0 + self.limit + 1]))
+        # the first i >= 1 with value[i] <= value[i - 1] stops the search at i - 1 candidates
+        worse = list(map(le, value[1:], value))
+        if True in worse:
+            count = worse.index(True)
+        elif len(value) == self.limit + 1:
+            count = self.limit
+        else:           # as sps[b0 + i] past the table's end would
+            raise IndexError("the SPS table does not cover the candidates")
+        return self._admitting(count)
+
+    def _admitting(self, count: int) -> list[int]:
+        """Verify lengths that admit the `count` best candidates (memoised by count)."""
+        if self._by_count is None:
+            self._by_count = {}
+        out = self._by_count.get(count)
+        if out is None:
+            out = self._by_count[count] = [0] * self.r
+            for row in self._py[1][:count]:
+                out[row] += 1
         return out
 
     def budget_py(self, base: int, sps: list[float]) -> int:
@@ -132,10 +144,7 @@ class RankedBatch:
         """Verify lengths admitting the k best candidates (`top_k_batch` in plain Python)."""
         if self._py is None:
             self._py = (self.tau.tolist(), self.row_of_rank.tolist())
-        out = [0] * self.r
-        for row in self._py[1][:min(k, len(self._py[1]))]:
-            out[row] += 1
-        return out
+        return self._admitting(min(k, len(self._py[1])))
 
     @property
     def max_batch(self) -> int:

@@ -199,6 +199,7 @@ class Calibration:
         if cfg.draft_from is not None:
             prof.draft_curves = dict(cfg.draft_from.draft_curves)
             prof.per_draft_kinds = cfg.draft_from.per_draft_kinds
+            prof.draft_slopes = dict(cfg.draft_from.draft_slopes)
         return prof
 
     def surrogate(self, params: dict[str, float], i: int) -> np.ndarray:

@@ -12,6 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterator
 
 from ..errors import InputError
+from ..raytasks import ray_results, ray_session
 from .point import run_point
 from .spec import Point
 
@@ -84,32 +85,15 @@ def _ray_results(points: list[Point], workers: int, address: str | None
                  ) -> Iterator[tuple[Point, dict[str, Any]]]:
     """Ray tasks, one per point, on a local Ray instance with `workers` CPUs unless an address
     is given (then every node needs this package and the input files at the same paths)."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError("Ray is not installed; pip install 'dspark-sim[ray]' (or ray)",
-                         field="executor") from None
-    started = False
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-        started = True
+    session = ray_session(workers, address)
+    ray = session.__enter__()
     remote = ray.remote(num_cpus=1)(run_point)
-    pending = {remote.remote(p): p for p in points}
 
     def results() -> Iterator[tuple[Point, dict[str, Any]]]:
         try:
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                for ref in ready:
-                    yield pending.pop(ref), ray.get(ref)
+            for i, metrics in ray_results(ray, remote, ((i, (p,)) for i, p in enumerate(points))):
+                yield points[i], metrics
         finally:
-            for ref in pending:             # left over after an error or an interrupt
-                ray.cancel(ref, force=True)
-            if started:
-                ray.shutdown()
+            session.__exit__(None, None, None)
 
     return results()

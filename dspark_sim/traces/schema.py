@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -11,10 +12,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..fileio import decode_utf8, parse_json, write_text_atomic
+from ..fileio import atomic_path, decode_utf8, parse_json
 
 DEFAULT_TASK = "default"
-MAX_TOKENS = 10 ** 9        # longest prompt or output a trace may hold (docs/formats.md)
+MAX_TOKENS = 10 ** 9        # longest prompt or output a trace may hold (docs/formats.md);
+                            # also keeps token counts within the int64 arrays chunks read into
 
 
 @dataclass
@@ -95,12 +97,21 @@ def _lines(handle, path: Path, what: str) -> Iterator[bytes]:
         raise InputError(f"cannot read {what}: {exc.strerror}", file=path) from None
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Read and validate a JSONL trace; any violation raises InputError naming FILE:LINE and field."""
+CHUNK_REQUESTS = 65_536
+
+
+def iter_trace_chunks(path: str | Path, chunk: int = CHUNK_REQUESTS) -> Iterator[Trace]:
+    """Read and validate a JSONL trace lazily, `chunk` requests at a time (arrival order and
+    unique ids are checked across chunks); any violation raises InputError naming FILE:LINE
+    and field. Task names are shared objects, numbers go straight into typed arrays."""
     path = Path(path)
-    ids, arrivals, prompts, outputs, tasks = [], [], [], [], []
     seen: set[str] = set()
+    tasks_seen: dict[str, str] = {}
     last_arrival = 0.0
+    ids: list[str] = []
+    arrivals, prompts, outputs = array("d"), array("q"), array("q")
+    tasks: list[str] = []
+    any_rows = False
     for lineno, rec in iter_json_lines(path, "trace file"):
         if "arrival_s" not in rec:
             raise _fail(path, lineno, "arrival_s", "missing required field")
@@ -129,25 +140,57 @@ def load_trace(path: str | Path) -> Trace:
         arrivals.append(float(arrival))
         prompts.append(prompt)
         outputs.append(output)
-        tasks.append(task)
-    if not ids:
+        tasks.append(tasks_seen.setdefault(task, task))
+        if len(ids) >= chunk:
+            yield _chunk(ids, arrivals, prompts, outputs, tasks, path.stem)
+            any_rows = True
+            ids, tasks = [], []
+            arrivals, prompts, outputs = array("d"), array("q"), array("q")
+    if ids:
+        yield _chunk(ids, arrivals, prompts, outputs, tasks, path.stem)
+    elif not any_rows:
         raise InputError("trace has no requests", file=path)
-    return Trace(ids=np.array(ids, dtype=object), arrival_s=np.array(arrivals, dtype=float),
-                 prompt_tokens=np.array(prompts, dtype=np.int64),
-                 output_tokens=np.array(outputs, dtype=np.int64),
-                 task=np.array(tasks, dtype=object), name=path.stem)
 
 
-def dumps_trace(trace: Trace) -> str:
-    """JSONL text of a trace (arrival times rounded to microseconds)."""
+def _chunk(ids, arrivals, prompts, outputs, tasks, name: str) -> Trace:
+    return Trace(ids=np.array(ids, dtype=object), arrival_s=np.frombuffer(arrivals, dtype=float),
+                 prompt_tokens=np.frombuffer(prompts, dtype=np.int64),
+                 output_tokens=np.frombuffer(outputs, dtype=np.int64),
+                 task=np.array(tasks, dtype=object), name=name)
+
+
+def concat_traces(parts: list[Trace], name: str = "trace") -> Trace:
+    """One trace of the parts' requests, in order."""
+    return Trace(ids=np.concatenate([p.ids for p in parts]),
+                 arrival_s=np.concatenate([p.arrival_s for p in parts]),
+                 prompt_tokens=np.concatenate([p.prompt_tokens for p in parts]),
+                 output_tokens=np.concatenate([p.output_tokens for p in parts]),
+                 task=np.concatenate([p.task for p in parts]), name=name)
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a JSONL trace; any violation raises InputError naming FILE:LINE and field."""
+    path = Path(path)
+    return concat_traces(list(iter_trace_chunks(path)), name=path.stem)
+
+
+def _trace_lines(trace: Trace, lo: int, hi: int) -> str:
     rows = []
-    for rid, arr, p, o, t in zip(trace.ids, trace.arrival_s, trace.prompt_tokens,
-                                 trace.output_tokens, trace.task):
+    for rid, arr, p, o, t in zip(trace.ids[lo:hi], trace.arrival_s[lo:hi].tolist(),
+                                 trace.prompt_tokens[lo:hi].tolist(),
+                                 trace.output_tokens[lo:hi].tolist(), trace.task[lo:hi]):
         rows.append(json.dumps({"id": str(rid), "arrival_s": round(float(arr), 6),
                                 "prompt_tokens": int(p), "output_tokens": int(o), "task": str(t)}))
     return "\n".join(rows) + "\n"
 
 
-def write_trace(path: str | Path, trace: Trace) -> None:
-    """Write a trace as JSONL, atomically."""
-    write_text_atomic(path, dumps_trace(trace))
+def dumps_trace(trace: Trace) -> str:
+    """JSONL text of a trace (arrival times rounded to microseconds)."""
+    return _trace_lines(trace, 0, len(trace))
+
+
+def write_trace(path: str | Path, trace: Trace, chunk: int = CHUNK_REQUESTS) -> None:
+    """Write a trace as JSONL (the bytes of `dumps_trace`), `chunk` lines at a time, atomically."""
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
+        for lo in range(0, len(trace), chunk):
+            handle.write(_trace_lines(trace, lo, lo + chunk))

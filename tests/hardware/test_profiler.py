@@ -52,6 +52,29 @@ def test_fit_without_context_and_draft_curve():
     assert draft_curve(drafts)(4) == pytest.approx(4e-3)
 
 
+def test_prefill_curve_and_block_drafter_slope_from_timings():
+    """With prefill_curve, step_time is fitted to decode points alone and the chunks' medians
+    become prefill_time; a block drafter timed at several depths gets its slope by drafts."""
+    from dspark_sim.hardware.measure import measured_profile
+
+    grid = ProfileGrid((1, 2), (1, 2), (10,), (8, 32), 3, 0)
+    decode = [Timing("decode", r, w, 10, [0.01 * r * w + 1e-5 * r * 10] * 3) for r in (1, 2) for w in (1, 2)]
+    chunks = [Timing("prefill", 1, n, 0, [n * 1e-3] * 3) for n in (8, 32)]
+    drafts = [Timing("draft:dspark", r, d, 64, [r * (0.004 + 0.0005 * d)] * 3) for d in (1, 3, 7) for r in (1, 4)]
+    prof, _ = measured_profile(decode + chunks, grid, "cpu", "t", "m", draft_timings=drafts, prefill_curve=True)
+    np.testing.assert_allclose(prof.step_curve.x, [1, 2, 4])
+    np.testing.assert_allclose(prof.step_curve.y, [0.01, 0.02, 0.04], rtol=1e-3)
+    np.testing.assert_allclose(prof.prefill_curve.y, [0.008, 0.032])
+    assert prof.step_time(32, 0, 32) == pytest.approx(0.032)
+    assert prof.max_batch_tokens == 32
+    slope = prof.draft_slopes["dspark"]
+    assert slope.drafts == 7
+    np.testing.assert_allclose(slope.per_draft.y, [0.0005, 0.002], rtol=1e-3)
+    assert prof.draft_time("dspark", 4, 3) == pytest.approx(4 * (0.004 + 0.0015), rel=1e-3)
+    again, _ = measured_profile(decode + chunks, grid, "cpu", "t", "m")      # one curve through both
+    assert again.prefill_curve is None and list(again.step_curve.x) == [1, 2, 4, 8, 32]
+
+
 def test_tiny_model_end_to_end(tmp_path):
     model = build_random_model(TINY, "cpu", torch.float32, seed=0)
     # The fitted curve reproduces every measured point within that point's measured spread.
@@ -98,7 +121,7 @@ def test_profile_cli_random_config_and_local_folder(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--random-config", "qwen3-8b", "--runner", "fast"], "must be engine or hf"),
+    (["--random-config", "qwen3-8b", "--runner", "fast"], "must be engine, hf or decode-loop"),
     (["--random-config", "qwen3-8b", "--runner", "hf", "--drafters", "ngram"], "need --runner engine"),
     (["--target", "/no/such/model"], "not a local Hugging Face model folder"),
     ([], "exactly one of --target and --random-config"),
@@ -148,4 +171,10 @@ def test_engine_runner_profile_with_draft_costs(tmp_path):
     assert points[("eagle3", 2)]["width"] == 7 and points[("ngram", 1)]["width"] == 2
     # per-draft table x drafts = the measured median of the whole draft step
     assert prof.draft_time("eagle3", 2, 7) == pytest.approx(points[("eagle3", 2)]["median_s"], rel=1e-3)
-    assert prof.draft_time("dspark", 1) == pytest.approx(points[("dspark", 1)]["median_s"], rel=1e-3)
+    # a block drafter: timed at every depth 1..7, its table at 7 drafts, a slope for fewer
+    assert {m["width"] for m in prof.extra["draft_measurements"] if m["kind"] == "dspark"} == set(range(1, 8))
+    assert prof.draft_slopes["dspark"].drafts == 7 and "ngram" not in prof.draft_slopes
+    assert prof.draft_time("dspark", 1, 7) == pytest.approx(points[("dspark", 1)]["median_s"], rel=1e-3)
+    # the prefill chunk is its own curve; step_time holds the decode points
+    assert prof.prefill_curve is not None and list(prof.prefill_curve.x) == [16]
+    assert list(prof.step_curve.x) == [1, 2, 3, 6]

@@ -38,6 +38,11 @@ def hardware(draw, trace):
     draft = {"dspark": {"requests": [1, 8], "seconds": [0.001, 0.003]},
              "mtp1": {"requests": [1, 8], "seconds": [0.0005, 0.001]},
              "eagle3": {"requests": [1, 8], "seconds": [0.0004, 0.0006], "per_draft": True}}
+    if draw(st.booleans()):      # the cost terms of item 5: drafts made, a separate prefill curve
+        draft["dspark"].update(drafts=draw(st.integers(1, 7)), per_draft_seconds=[0.0001, 0.00021])
+        limits["prefill_time"] = {"prefill_tokens": [8, 64, 300],
+                                  "seconds": draw(st.sampled_from([[0.004, 0.008, 0.03],
+                                                                   [0.02, 0.01, 0.04]]))}
     return table_hw([1, 4, 16, 64, 256], seconds,
                     per_context=draw(st.sampled_from([0.0, 1e-6])), draft=draft, **limits)
 

@@ -179,3 +179,19 @@ def test_ranked_batch_equals_schedule_batch(case):
     table = np.concatenate([sps_table, np.full(base + ranked.max_batch + 1, sps_table[-1])])
     assert ranked.lengths(base, table).tolist() == want.tolist()
     assert ranked.lengths_py(base, table.tolist()) == want.tolist()
+
+
+def test_ranked_batch_python_lengths_need_the_whole_table():
+    """lengths_py reads the SPS table as far as the search goes: a table that ends before the
+    early stop is an error (as an index past its end), one that ends after it is not."""
+    from dspark_sim.sim.schedule import RankedBatch
+
+    ranked = RankedBatch(survivals(np.full((2, 3), 0.9)), 6)
+    rising = [1.0] * 20                    # flat SPS: every candidate adds value, no early stop
+    assert ranked.lengths_py(0, rising) == [3, 3]
+    with pytest.raises(IndexError):
+        ranked.lengths_py(0, rising[:ranked.max_batch])
+    falling = [1.0, 1.0, 1.0, 0.1]     # short, but the first draft already costs more than it adds
+    assert ranked.lengths_py(0, falling) == ranked.lengths(0, np.array(falling + [0.1] * 10)).tolist()
+    shared = ranked.lengths_py(0, rising)
+    assert ranked.top_k_py(6) is shared     # one list per candidate count

@@ -7,6 +7,7 @@ from sweepkit import REPO
 from dspark_sim.sweep.run import SweepConfig, run_sweep
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'dspark-sim[ray]')")
+pytestmark = pytest.mark.ray
 
 
 def test_ray_executor_matches_local(tmp_path):
