@@ -98,6 +98,10 @@ def _spec(rec: dict) -> dict | None:
     return spec if isinstance(spec, dict) else None
 
 
+READ_METRICS = ("time_to_first_token", "request_latency", "usage_completion_tokens",
+                "usage_prompt_tokens")
+
+
 def _check_record(rec: dict, path: Path, line: int) -> None:
     """The fields read_export and trace_from_export read, where present, have the right types
     (numbers where numbers go); else InputError naming FILE:LINE and the field."""
@@ -113,7 +117,9 @@ def _check_record(rec: dict, path: Path, line: int) -> None:
     meta = rec.get("metadata") or {}
     for key in ("request_start_ns", "credit_issued_ns"):
         number(meta.get(key), f"metadata.{key}")
-    for name, m in (rec.get("metrics") or {}).items():
+    metrics = rec.get("metrics") or {}
+    for name in READ_METRICS:     # others (e.g. inter_chunk_latency, a list) are not read
+        m = metrics.get(name)
         if isinstance(m, dict):
             number(m.get("value"), f"metrics.{name}.value")
     for key, value in (_spec(rec) or {}).items():
