@@ -57,14 +57,14 @@ class ScheduledVerify:
 
     def __call__(self, draft: Draft, ctx: Context) -> int:
         if draft.confidence is None or len(draft) == 0:
-            l = len(draft)
-        else:
-            conf = draft.confidence.float().cpu().numpy()[None, :]
-            context = len(ctx.tokens)
-            l = int(prefix_schedule(conf, lambda b: self.sps(b, context))[0])
+            self.decisions.append(len(draft))
+            return len(draft)
+        conf = draft.confidence.float().cpu().numpy()
+        context = len(ctx.tokens)
+        l = int(prefix_schedule(conf[None, :], lambda b: self.sps(b, context))[0])
         self.decisions.append(l)
-        if self.skip_drafting and draft.confidence is not None and len(draft) > 0:
-            pays = self.drafting_pays(draft.confidence.float().cpu().numpy(), len(ctx.tokens))
+        if self.skip_drafting:
+            pays = self.drafting_pays(conf, context)
             self._backoff = 0 if pays else min(max(1, 2 * self._backoff), self.max_skip)
             self._skip_left = self._backoff
         return l
@@ -73,10 +73,8 @@ class ScheduledVerify:
         """Whether a draft step with these conditional confidences beats a plain step (no draft
         step paid) in expected tokens per second, for the best number of verified drafts."""
         survival = np.cumprod(np.asarray(confidence, dtype=float))
-        k = np.arange(1, len(survival) + 1)
-        ctx_s = self._per_context_s * context_tokens
-        spec = (1.0 + np.cumsum(survival)) / (self._fixed_s[k + 1] + ctx_s)
-        return bool(spec.max(initial=0.0) > 1.0 / (self._plain_s + ctx_s))
+        spec = (1.0 + np.cumsum(survival)) * self.sps(np.arange(2, len(survival) + 2), context_tokens)
+        return bool(spec.max(initial=0.0) > 1.0 / (self._plain_s + self._per_context_s * context_tokens))
 
     def draft_gate(self, ctx: Context) -> bool:
         """Whether the loop should draft this step (`speculative_generate(draft_gate=...)`)."""
