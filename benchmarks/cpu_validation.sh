@@ -6,7 +6,7 @@
 # Settings: DRAFTER (dspark), POLICIES (ar,mtp1,static-3,dspark), REPEATS (3), TRACES (validate-burst
 # validate-concurrent), MAXLOAD (1.2), WAIT (3600), OUT (runs/validate), CLI (.venv/bin/dspark-sim),
 # HW_OUT (hw_profiles/cpu-2core-smollm2-135m.yaml: where profile writes, validate reads). The summaries
-# (validation.md / .json, overlay.png) are copied to docs/validation/<trace>-<drafter>/.
+# (validation.md / .json, overlay.png) are copied to DOCS/<trace>-<drafter>/ (DOCS: docs/validation).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 COLUMNS=${COLUMNS:-160}
@@ -19,6 +19,7 @@ WAIT=${WAIT:-3600}
 OUT=${OUT:-runs/validate}
 HW_OUT=${HW_OUT:-hw_profiles/cpu-2core-smollm2-135m.yaml}
 TRACES=${TRACES:-validate-burst validate-concurrent}
+DOCS=${DOCS:-docs/validation}
 PROMPTS=${PROMPTS:-math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/HumanEval.jsonl,chat=../shared/prompts/mt_bench/question.jsonl}
 mkdir -p logs "$OUT"
 
@@ -48,8 +49,8 @@ validate)
       --prompts "$PROMPTS" --repeats "$REPEATS" --threads 1 --device cpu --hw "$HW_OUT" \
       --out "$OUT/$trace-$DRAFTER" 2>&1 | tee -a logs/validate-$trace-$DRAFTER.log
     echo "load after: $(cat /proc/loadavg)" | tee -a logs/validate-$trace-$DRAFTER.log
-    mkdir -p docs/validation/$trace-$DRAFTER
-    cp "$OUT/$trace-$DRAFTER"/{validation.md,validation.json,overlay.png} docs/validation/$trace-$DRAFTER/
+    mkdir -p "$DOCS/$trace-$DRAFTER"
+    cp "$OUT/$trace-$DRAFTER"/{validation.md,validation.json,overlay.png} "$DOCS/$trace-$DRAFTER/"
   done ;;
 *) echo "unknown step $step" >&2; exit 2 ;;
 esac

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .replica import ReplicaBase
+from .stretch import steady_stretch
 
 
 # _TOKENS[l][a] = 1 + min(a, l): tokens of a step with accepted run a when l drafts are verified
@@ -127,24 +128,9 @@ class LoopReplica(ReplicaBase):
                     n_step, n_draft = len(step_ns), len(self._draft_ns)
                 base = draft_fixed[r] + step_ns[batch] if draft_fixed is not None else \
                     self._draft_of(r, self._lengths) + step_ns[batch]
-                done = chunks = None
-                while True:
-                    emitted = 0
-                    for k in range(r):
-                        e = tok[k][it - first[k]]
-                        left = owed[k] - e
-                        owed[k] = left
-                        emitted += e
-                        if left <= 0:
-                            if done is None:
-                                done = []
-                            done.append(k)
-                    end = now + round(base + context_ns * kv_sum if context_ns else base)
-                    if done is not None or end >= t_arr:
-                        break
-                    kv_sum += emitted
-                    it += 1
-                    now = end
+                chunks = None
+                it, now, end, kv_sum, emitted, done = steady_stretch(
+                    tok, first, owed, r, it, now, t_arr, base, context_ns, kv_sum)
             else:
                 if oracle:
                     once = self._oracle_trim(it, r) if r * (self.gamma + 1) > budget else None
