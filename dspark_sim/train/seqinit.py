@@ -84,16 +84,20 @@ def init_seq_head_from_bigrams(head: MarkovHead, cache: FeatureCache, vocab_ids:
     pmi = centred_pmi(counts, beta=beta)
     a, b = low_rank_factors(pmi, head.rank, seed)
     if isinstance(head, RNNHead):
-        # o = W1[x] through tanh: keep W1 in tanh's near-linear range, move the scale into W2.
-        shrink = 0.5 / float(a.abs().max().clamp_min(1e-6))
+        # o = W1[x] through tanh: W1 scaled to RMS 0.5, so typical entries stay in tanh's
+        # near-linear range and only the largest are soft-clipped; W2 takes the inverse scale.
+        # (Scaling by the largest entry instead made W2 10-20x larger than the Markov head's,
+        # which amplified every step on o into the logits.)
+        shrink = 0.5 / float(a.pow(2).mean().sqrt().clamp_min(1e-6))
         head.w1.weight.copy_(a * shrink)
         head.w2.weight.copy_(b * (scale / shrink))
-        # Output-gate rows: W1[x] through an identity, the state and hidden-state columns
-        # damped (not zeroed: the state path must get gradients too); the gate rows keep
-        # their random start, so the state moves away from zero from the first step.
+        # Output-gate rows: W1[x] through an identity and nothing else, so B starts as the
+        # Markov head's soft-clipped bigram map; their state and hidden-state columns start at
+        # zero but get gradients (their inputs are not zero past the first slot); the gate
+        # and candidate rows keep their random start, so the state moves from the first step.
         r = head.rank
-        head.joint.weight[2 * r:].mul_(0.1)
-        head.joint.weight[2 * r:, r:2 * r] += torch.eye(r)
+        head.joint.weight[2 * r:].zero_()
+        head.joint.weight[2 * r:, r:2 * r] = torch.eye(r)
         head.joint.bias[2 * r:].zero_()
     else:
         head.w1.weight.copy_(a)
