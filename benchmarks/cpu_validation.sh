@@ -39,7 +39,7 @@ profile)
   $CLI profile --target embedded --device cpu --threads 1 \
     --batches 1,2,4,8 --widths 1,2,4,8 --contexts 128,512,1024 --prefill-chunks 16,32,64,128,256 \
     --repeats 9 --warmup 2 --drafters ngram,mtp1,eagle3,dflash,dspark --draft-requests 1,2,4,8 \
-    --draft-context 384 --name cpu-2core-smollm2-135m \
+    --draft-context 384 --name "$(basename "$HW_OUT" .yaml)" \
     --out "$HW_OUT" 2>&1 | tee -a logs/profile-cpu.log
   echo "load after: $(cat /proc/loadavg)" | tee -a logs/profile-cpu.log ;;
 validate)
