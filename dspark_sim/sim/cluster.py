@@ -18,13 +18,13 @@ from .arrivals import ClosedArrivals, OpenArrivals
 from .costs import NS, IterationCost
 from .fast import MAX_RUN, FastReplica
 from .load import ClosedLoop
+from . import loop
 from .native import compiled
 from .paged_engine import PagedReplica
 from .policies import make_policy
 from .reference import ReferenceReplica
 from .replica import ReplicaBase
 from .requests import RequestTable
-from . import loop
 
 # the per-iteration engine: its compiled build when that is in use (native.py), same results
 LoopReplica = (compiled("_loop_native") or loop).LoopReplica

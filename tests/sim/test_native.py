@@ -96,6 +96,11 @@ def test_stale_build_is_not_used(tmp_path, monkeypatch):
     assert any("another version of loop.py" in str(w.message) for w in caught)
     monkeypatch.setattr(native, "HERE", native.Path(native.__file__).resolve().parent)
     assert native._load("_loop_native") is not None
+    # a build that does not say which source it was made from is not trusted either
+    monkeypatch.delattr(native.compiled("_loop_native"), "NATIVE_SOURCE")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert native._load("_loop_native") is None
 
 
 def test_pure_python_switch(monkeypatch):
