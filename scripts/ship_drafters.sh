@@ -5,11 +5,16 @@
 # the same data, several seeds each -> DSpark's head zeroed (its own contribution) -> acceptance at
 # T = 0 and T = 1 on GSM8K test / HumanEval / MT-Bench -> STS calibration of the shipped DSpark ->
 # tables with seed spread.
-# Usage: scripts/ship_drafters.sh [STAGE...]  (stages: distill train ablate measure calibrate ship speed table)
+# Usage: scripts/ship_drafters.sh [STAGE...]  (stages: distill train ablate measure calibrate ship profiles speed table)
 # Settings: STEPS (160 optimizer steps per run), SEEDS ("0 1 2"), KINDS ("dspark dflash eagle3 mtp1"),
 # SEEDS_EXTRA_KINDS (kinds trained on every seed; others on the first seed only: "dspark dflash"),
-# JOBS (2 parallel runs), N (prompts per task, 6), TOKENS (64), THREADS (1), RNN (1: also DSpark
-# with the RNN head, first seed, measured with and without its head).
+# JOBS (2 parallel runs), N (prompts per task, 6), TOKENS (64), THREADS (1), NCAL (held-out prompts
+# per task for calibrate, 24), NP / TP (prompts per task / tokens of the shipped profiles, 10 / 96),
+# NS (prompts per task of the speed stage, 4), HW (its step curve, measure), RNN (1: also DSpark
+# with the RNN head, first seed, measured with and without its head), TAG (suffix of the run names,
+# "" by default), FROM (tag of finished runs to warm-start every run from with `train --init-from`:
+# their weights and optimizer moments, a new STEPS-step schedule, the data order continuing; unset =
+# from scratch). The shipped drafters: FROM="" TAG=-400 STEPS=240, i.e. 160 + 240 = 400 steps each.
 # Every stage resumes where it stopped (training from its checkpoints, measuring from its record
 # files). Logs go to logs/, work files to runs/train/.
 set -euo pipefail
@@ -26,11 +31,12 @@ JOBS=${JOBS:-2}
 N=${N:-6}
 TOKENS=${TOKENS:-64}
 RNN=${RNN:-1}
+TAG=${TAG:-}
 THREADS=${THREADS:-1}
 SHIP=dspark_sim/data/drafters
 ACC=dspark_sim/data/acceptance
 TASKS="math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/HumanEval.jsonl,chat=../shared/prompts/mt_bench/question.jsonl"
-stages=${*:-train ablate measure calibrate ship speed table}
+stages=${*:-train ablate measure calibrate ship profiles speed table}
 mkdir -p logs "$RUN/measure"
 
 runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the first seed otherwise;
@@ -44,8 +50,8 @@ runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the fir
   if [ "$RNN" = 1 ]; then echo "dspark_rnn $first"; fi
 }
 heads() {  # runs whose head-zeroed twins are measured
-  for seed in $SEEDS; do echo "dspark-s$seed"; done
-  if [ "$RNN" = 1 ]; then echo "dspark_rnn-s${SEEDS%% *}"; fi
+  for seed in $SEEDS; do echo "dspark-s$seed$TAG"; done
+  if [ "$RNN" = 1 ]; then echo "dspark_rnn-s${SEEDS%% *}$TAG"; fi
 }
 
 for stage in $stages; do
@@ -60,16 +66,17 @@ train)
   runs | xargs -P "$JOBS" -L 1 bash -c '
     kind=$0; seed=$1; rowlen=1024; [ $kind = eagle3 ] && rowlen=512   # 7 unrolled passes per row
     head=markov; drafter=$kind; [ $kind = dspark_rnn ] && head=rnn && drafter=dspark
+    init=; [ "'"${FROM+set}"'" = set ] && init="--init-from '"$RUN"'/$kind-s$seed'"${FROM:-}"'"
     '"$CLI"' train --drafter $drafter --seq-head $head --data '"$DATA"' --features '"$RUN"'/features \
-      --out '"$RUN"'/$kind-s$seed --steps '"$STEPS"' --gamma 7 --draft-vocab 8192 --seq-rank 64 \
-      --row-len $rowlen --anchors 256 --seed $seed --threads '"$THREADS"' \
-      > logs/train-$kind-s$seed.log 2>&1' ;;
+      --out '"$RUN"'/$kind-s$seed'"$TAG"' $init --steps '"$STEPS"' --gamma 7 --draft-vocab 8192 \
+      --seq-rank 64 --row-len $rowlen --anchors 256 --seed $seed --threads '"$THREADS"' \
+      > logs/train-$kind-s$seed'"$TAG"'.log 2>&1' ;;
 ablate)   # the same DSpark checkpoints with the sequential head's bias zeroed
   for run in $(heads); do
     .venv/bin/python benchmarks/drafter_seeds.py zero-head $RUN/$run/drafter $RUN/$run-nohead
   done ;;
 measure)
-  items=$(runs | while read -r kind seed; do for t in 0 1; do echo "$kind-s$seed $kind $t"; done; done
+  items=$(runs | while read -r kind seed; do for t in 0 1; do echo "$kind-s$seed$TAG $kind $t"; done; done
           for run in $(heads); do echo "$run-nohead dspark 0"; done)
   echo "$items" | xargs -P "$JOBS" -L 1 bash -c '
     run=$0; kind=$1; t=$2; g=7; [ $kind = mtp1 ] && g=1
@@ -77,34 +84,41 @@ measure)
     '"$CLI"' measure --drafter $dir --tasks "'"$TASKS"'" --n '"$N"' --max-new-tokens '"$TOKENS"' \
       --gamma $g --temperature $t --seed 0 --no-plain --threads '"$THREADS"' --name $run-t$t \
       --out '"$RUN"'/measure/$run-t$t.acceptance.json > logs/measure-$run-t$t.log 2>&1' ;;
-ship)   # the first seed of every kind is what ships (chosen before measuring, not the best seed)
+ship)   # the first seed of every kind is what ships (chosen before measuring, not the best seed);
+        # run after `calibrate`, so the shipped DSpark carries its STS temperatures
   first=${SEEDS%% *}
   for kind in $KINDS; do
-    g=7; [ $kind = mtp1 ] && g=1
-    rm -rf $SHIP/$kind && cp -r $RUN/$kind-s$first/drafter $SHIP/$kind
-    for t in 0 1; do
-      name=smollm2-135m-$kind-g$g-t$t
-      .venv/bin/python benchmarks/drafter_seeds.py rename $RUN/measure/$kind-s$first-t$t $ACC/$name
-    done
+    rm -rf $SHIP/$kind && cp -r $RUN/$kind-s$first$TAG/drafter $SHIP/$kind
   done ;;
+profiles)   # the shipped acceptance profiles: the shipped drafters on NP prompts per task, TP tokens
+  for kind in $KINDS; do for t in 0 1; do echo "$kind $t"; done; done | xargs -P "$JOBS" -L 1 bash -c '
+    kind=$0; t=$1; g=7; [ $kind = mtp1 ] && g=1; name=smollm2-135m-$kind-g$g-t$t
+    '"$CLI"' measure --drafter $kind --tasks "'"$TASKS"'" --n '"${NP:-10}"' --max-new-tokens '"${TP:-96}"' \
+      --gamma $g --temperature $t --seed 0 --no-plain --threads '"$THREADS"' --name $name \
+      --out '"$ACC"'/$name.acceptance.json > logs/profile-$name.log 2>&1' ;;
 calibrate)
-  # Rollouts are saved as $RUN/calibration-tT/rollouts.npz: refit without decoding with
-  # `dspark-sim calibrate --rollouts $RUN/calibration-tT/rollouts.npz --report DIR`.
+  # Both temperatures decode JOBS at a time (--dry-run: nothing written into the checkpoint yet),
+  # saving their rollouts as $RUN/calibration-tT/rollouts.npz; the fits are then stored into the
+  # checkpoint one after the other from those rollouts (no decoding).
+  ckpt=$RUN/dspark-s${SEEDS%% *}$TAG/drafter
+  printf "0\n1\n" | xargs -P "$JOBS" -I{} bash -c "$CLI calibrate --drafter $ckpt --temperature {} \
+    --n ${NCAL:-24} --gamma 7 --max-new-tokens $TOKENS --report $RUN/calibration-t{} --threads $THREADS \
+    --dry-run > logs/calibrate-t{}.log 2>&1"
   for t in 0 1; do
-    $CLI calibrate --drafter $RUN/dspark-s${SEEDS%% *}/drafter --temperature $t --n ${NCAL:-16} --gamma 7 \
-      --max-new-tokens $TOKENS --report $RUN/calibration-t$t --threads $THREADS > logs/calibrate-t$t.log 2>&1
+    $CLI calibrate --drafter $ckpt --rollouts $RUN/calibration-t$t/rollouts.npz \
+      --report $RUN/calibration-t$t >> logs/calibrate-t$t.log 2>&1
   done ;;
 speed)
   # plain vs DSpark verifying all 7 drafts vs DSpark scheduled with and without skipping draft
   # steps, per prompt, on this decode loop's own step curve
   .venv/bin/python benchmarks/bench_decode.py --drafter dspark --scheduled --skip-drafting both \
-    --hw ${HW:-measure} --tasks "$TASKS" --prompts ${NS:-8} --tokens 128 \
+    --hw ${HW:-measure} --tasks "$TASKS" --prompts ${NS:-4} --tokens 128 \
     --gamma 7 --threads $THREADS --json $RUN/speed.json > logs/speed.log 2>&1 ;;
 table)
   .venv/bin/python benchmarks/drafter_seeds.py table --measure $RUN/measure --runs $RUN \
-    --seeds "$SEEDS" --out docs/drafters/seeds.md
-  .venv/bin/python benchmarks/drafters_table.py --measure $ACC --runs $RUN --out docs/drafters \
-    --speed $RUN/speed.json
+    --seeds "$SEEDS" --tag "$TAG" --out docs/drafters/seeds${TAG}.md
+  .venv/bin/python benchmarks/drafters_table.py --measure $ACC --runs $RUN --run-suffix="-s${SEEDS%% *}$TAG" \
+    --out docs/drafters --speed $RUN/speed.json
   for t in 0 1; do cp $RUN/calibration-t$t/reliability.png docs/drafters/reliability-t$t.png; done ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

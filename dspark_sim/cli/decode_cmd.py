@@ -108,10 +108,12 @@ def register(app: typer.Typer) -> None:
                                    "picks how many drafts to verify from the drafter's calibrated "
                                    "confidences and --hw's step-time curve (drafters without a "
                                    "confidence head verify all)."),
-        hw: str = typer.Option("cpu-2core-smollm2-135m", "--hw", help="Hardware profile (shipped "
-                               "name or .yaml path) the scheduler reads with --verify scheduled "
-                               "(`profile --runner decode-loop` measures this decode loop's own "
-                               "step curve)."),
+        hw: str = typer.Option("cpu-1thread-smollm2-135m-decode-loop", "--hw", help="Hardware "
+                               "profile (shipped name or .yaml path) the scheduler reads with "
+                               "--verify scheduled. The default is this decode loop's own step "
+                               "curve for the embedded target on one CPU thread (measured with "
+                               "`profile --runner decode-loop`; measure your own for another "
+                               "target, device or thread count)."),
         skip_drafting: bool = typer.Option(True, "--skip-drafting/--no-skip-drafting", help="With "
                                            "--verify scheduled: skip the draft step while the "
                                            "previous steps' confidences say drafting does not "

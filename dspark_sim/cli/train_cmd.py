@@ -146,6 +146,12 @@ def register(app: typer.Typer) -> None:
         anchors: int = typer.Option(256, "--anchors", help="Anchors (blocks) per row for dflash/dspark."),
         seed: int = typer.Option(0, "--seed", help="Seed of initialisation, data order and anchors."),
         resume: bool = typer.Option(True, "--resume/--fresh", help="Continue a run found in --out."),
+        init_from: Optional[Path] = typer.Option(None, "--init-from", help="A finished run "
+                                                 "directory of the same drafter configuration: "
+                                                 "start from its weights and optimizer moments "
+                                                 "with a new schedule of --steps (warmup, cosine "
+                                                 "to zero) and the data order continuing where it "
+                                                 "stopped. A run already in --out resumes instead."),
         export: Optional[Path] = typer.Option(None, "--export", help="Also write the fp16 drafter here."),
         checkpoint_minutes: float = typer.Option(5.0, "--checkpoint-minutes", help="Minutes between checkpoints."),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " Training uses bf16 "
@@ -169,7 +175,10 @@ def register(app: typer.Typer) -> None:
         if seq_head not in ("markov", "rnn"):
             raise InputError(f"must be markov or rnn, got {seq_head!r}", field="--seq-head")
         from ..train.selfdistill import read_records
+        from ..train.trainer import STATE
 
+        if init_from is not None and not (init_from / STATE).is_file():
+            raise InputError(f"no {STATE} in this run directory", file=init_from, field="--init-from")
         for d in data:
             if not (d.is_dir() or (d.suffix == ".npz" and d.is_file())):
                 raise InputError("not a self-distillation directory or .npz pack", file=d,
@@ -208,8 +217,13 @@ def register(app: typer.Typer) -> None:
                 bar.update(task, completed=step, total=total if total < 10 ** 9 else None, info=info)
                 if step % 10 == 0 or step == total:
                     _log(f"step {step}/{total if total < 10 ** 9 else '?'} {info}")
-            summary = train_drafter(module, tgt, cache, out, cfg, resume=resume, export_dir=export,
-                                    on_step=on_step)
+            try:
+                summary = train_drafter(module, tgt, cache, out, cfg, resume=resume, export_dir=export,
+                                        init_from=init_from, on_step=on_step)
+            except ValueError as exc:
+                if "different drafter configuration" not in str(exc):
+                    raise
+                raise InputError(str(exc), field="--init-from" if init_from else "--out") from exc
         typer.echo(json.dumps({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))
         typer.echo(f"validation: {json.dumps(summary['validation'])}")
 

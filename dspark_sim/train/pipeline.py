@@ -113,13 +113,17 @@ def new_drafter(kind: str, target: Any, cache: FeatureCache, *, seq_init: str = 
 
 def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run_dir: str | Path,
                   cfg: TrainConfig, *, resume: bool = True, export_dir: str | Path | None = None,
+                  init_from: str | Path | None = None,
                   on_step: Callable[[int, int, dict], None] | None = None) -> dict:
-    """Train (resuming a run in `run_dir` when present), validate, export fp16; return a summary."""
+    """Train (resuming a run in `run_dir` when present, else warm-starting from the run in
+    `init_from` when given), validate, export fp16; return a summary."""
     run_dir = Path(run_dir)
     device = target.device
     module.to(device)
     trainer = Trainer(module, cache, TargetHead.from_model(target.model), cfg, run_dir, device, on_step)
     resumed = trainer.try_resume() if resume else False
+    if not resumed and init_from is not None:
+        trainer.warm_start(init_from)
     t0 = time.perf_counter()
     trainer.run()
     val = trainer.validate()
@@ -127,6 +131,8 @@ def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run
     save_drafter(module, export_dir)
     summary = {
         "kind": module.cfg.kind, "target": target.name, "steps": trainer.step,
+        "init_from": trainer.init_from, "prior_steps": trainer.data_offset,
+        "total_steps": trainer.data_offset + trainer.step,
         "train_seconds": round(trainer.elapsed, 1), "this_run_seconds": round(time.perf_counter() - t0, 1),
         "resumed": resumed, "validation": val, "train_config": asdict(cfg),
         "data": {"records": len(cache.entries), "tokens": int(cache.meta["n_tokens"]),

@@ -85,6 +85,8 @@ class Trainer:
                                      weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
         self.step = 0
         self.total = cfg.steps
+        self.data_offset = 0               # optimizer steps of the run this one continues
+        self.init_from: str | None = None
         self.elapsed = 0.0
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.log_path = self.out_dir / "metrics.jsonl"
@@ -100,6 +102,7 @@ class Trainer:
     def _rows_for(self, step: int) -> list[list[int]]:
         """The packed rows of optimizer step `step` (deterministic in seed and step)."""
         out = []
+        step += self.data_offset
         for r in range(step * self.cfg.rows_per_batch, (step + 1) * self.cfg.rows_per_batch):
             epoch, base = 0, 0
             while r >= base + len(self._epoch(epoch)):
@@ -115,23 +118,45 @@ class Trainer:
         state = {"model": self.module.state_dict(), "opt": self.opt.state_dict(),
                  "step": self.step, "total": self.total, "elapsed": self.elapsed,
                  "gen": self.gen.get_state(), "config": asdict(self.cfg),
-                 "drafter": self.module.cfg.to_dict()}
+                 "drafter": self.module.cfg.to_dict(), "data_offset": self.data_offset,
+                 "init_from": self.init_from}
         with atomic_path(self.out_dir / STATE) as tmp:
             torch.save(state, tmp)
+
+    def _load_state(self, path: Path) -> dict:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if state["drafter"] != self.module.cfg.to_dict():
+            raise ValueError(f"{path} belongs to a different drafter configuration")
+        self.module.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        self.gen.set_state(state["gen"])
+        return state
 
     def try_resume(self) -> bool:
         """Continue from `out_dir`'s trainer state if there is one."""
         path = self.out_dir / STATE
         if not path.is_file():
             return False
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        if state["drafter"] != self.module.cfg.to_dict():
-            raise ValueError(f"{path} belongs to a different drafter configuration")
-        self.module.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["opt"])
+        state = self._load_state(path)
         self.step, self.total, self.elapsed = state["step"], state["total"], state["elapsed"]
-        self.gen.set_state(state["gen"])
+        self.data_offset = state.get("data_offset", 0)
+        self.init_from = state.get("init_from")
         return True
+
+    def warm_start(self, run_dir: str | Path) -> int:
+        """Start from a finished run's weights, optimizer moments and generator, with a fresh
+        schedule of `cfg.steps` (a warm restart: warmup, then cosine to zero again) and the data
+        stream continuing where that run stopped. Returns that run's optimizer steps so far
+        (its own warm starts included)."""
+        path = Path(run_dir) / STATE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no trainer state to start from")
+        state = self._load_state(path)
+        self.data_offset = state.get("data_offset", 0) + state["step"]
+        self.init_from = str(run_dir)
+        for group in self.opt.param_groups:     # the saved groups carry the old run's lr
+            group["lr"] = self.cfg.lr * group.get("lr_mult", 1.0)
+        return self.data_offset
 
     # ---- loop ---------------------------------------------------------------------------------
     def _one_step(self) -> dict:

@@ -38,6 +38,16 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys):
     assert summary["steps"] == 8 and summary["data"]["records"] == 24
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 8
     assert (run / "drafter" / "model.safetensors").is_file()
+    # a warm start goes on from the run's weights with a new schedule; another shape is refused
+    more = ["train", "--drafter", "dspark", "--data", str(tmp_path / "data"), "--steps", "3",
+            "--gamma", "4", "--draft-vocab", "64", "--row-len", "128", "--anchors", "16", *tgt]
+    assert main([*more, "--seq-rank", "8", "--out", str(tmp_path / "run2"), "--init-from", str(run)]) == 0
+    warm = json.loads((tmp_path / "run2" / "summary.json").read_text())
+    assert (warm["steps"], warm["prior_steps"], warm["total_steps"]) == (3, 8, 11)
+    assert main([*more, "--seq-rank", "4", "--out", str(tmp_path / "run3"), "--init-from", str(run)]) == 2
+    assert "--init-from" in capsys.readouterr().err
+    assert main([*more, "--seq-rank", "8", "--out", str(tmp_path / "run3"), "--init-from",
+                 str(tmp_path / "nope")]) == 2
 
     capsys.readouterr()
     assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",

@@ -55,3 +55,23 @@ def test_schedule_warms_up_then_decays_to_zero():
     lrs = [lr_at(s, 100, cfg) for s in range(100)]
     assert lrs[0] < lrs[9] == pytest.approx(1e-3)
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[-1] < 1e-5
+
+
+def test_warm_start_continues_weights_and_data_with_a_new_schedule(target, cache, vocab_ids, tmp_path):
+    first = _trainer("dspark", target, cache, vocab_ids, tmp_path / "a", steps=3)
+    first.run()
+    second = _trainer("dspark", target, cache, vocab_ids, tmp_path / "b", steps=4)
+    assert second.warm_start(tmp_path / "a") == 3
+    for (k, a), b in zip(first.module.state_dict().items(), second.module.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert second._rows_for(0) == first._rows_for(3)          # the data stream goes on
+    assert second.step == 0 and second.total == 4              # the schedule starts again
+    second.run()
+    again = _trainer("dspark", target, cache, vocab_ids, tmp_path / "b", steps=4)
+    assert again.try_resume() and again.data_offset == 3 and again.init_from == str(tmp_path / "a")
+    third = _trainer("dspark", target, cache, vocab_ids, tmp_path / "c", steps=2)
+    assert third.warm_start(tmp_path / "b") == 7               # warm starts add up
+    with pytest.raises(FileNotFoundError):
+        _trainer("dspark", target, cache, vocab_ids, tmp_path / "d").warm_start(tmp_path / "none")
+    with pytest.raises(ValueError, match="different drafter configuration"):
+        _trainer("dflash", target, cache, vocab_ids, tmp_path / "e").warm_start(tmp_path / "a")
