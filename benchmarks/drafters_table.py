@@ -204,9 +204,10 @@ def main() -> None:
         if any((k, t) in reports for k in KINDS):
             position_plot(reports, t, a.out)
     lines += ["## DSpark speculative decoding vs plain decoding (wall clock, this CPU)", ""]
-    if len(speed_table(reports)) > 2:
+    measured = speed_table(reports)
+    if len(measured) > 2:                  # a header alone: the profiles were measured --no-plain
         lines += ["From `dspark-sim measure --plain` (every draft verified; the measured prompts, "
-                  "plain decoding run beside each one):", ""] + speed_table(reports)
+                  "plain decoding run beside each one):", ""] + measured
     lines += scheduled_speed_table(a.speed)
     lines += ["", "## Confidence calibration (DSpark, survival a_k vs P(drafts 1..k accepted))"] + calibration_table(a.runs)
     lines += ["", "## Training", ""] + training_table(training_rows(a.runs, a.out / "training.json", a.run_suffix))

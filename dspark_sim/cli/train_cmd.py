@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
         if seq_head not in ("markov", "rnn"):
             raise InputError(f"must be markov or rnn, got {seq_head!r}", field="--seq-head")
         from ..train.selfdistill import read_records
-        from ..train.trainer import STATE
+        from ..train.trainer import STATE, ConfigMismatch
 
         if init_from is not None and not (init_from / STATE).is_file():
             raise InputError(f"no {STATE} in this run directory", file=init_from, field="--init-from")
@@ -220,9 +220,7 @@ def register(app: typer.Typer) -> None:
             try:
                 summary = train_drafter(module, tgt, cache, out, cfg, resume=resume, export_dir=export,
                                         init_from=init_from, on_step=on_step)
-            except ValueError as exc:
-                if "different drafter configuration" not in str(exc):
-                    raise
+            except ConfigMismatch as exc:
                 raise InputError(str(exc), field="--init-from" if init_from else "--out") from exc
         typer.echo(json.dumps({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))
         typer.echo(f"validation: {json.dumps(summary['validation'])}")

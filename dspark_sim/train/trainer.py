@@ -26,6 +26,10 @@ from .targethead import TargetHead
 STATE = "trainer_state.pt"
 
 
+class ConfigMismatch(ValueError):
+    """A trainer state belongs to a different drafter configuration than the module."""
+
+
 @dataclass
 class TrainConfig:
     """Optimisation settings (paper: AdamW lr 6e-4, 4% warmup, cosine, no decay, clip 1.0)."""
@@ -126,7 +130,7 @@ class Trainer:
     def _load_state(self, path: Path) -> dict:
         state = torch.load(path, map_location="cpu", weights_only=False)
         if state["drafter"] != self.module.cfg.to_dict():
-            raise ValueError(f"{path} belongs to a different drafter configuration")
+            raise ConfigMismatch(f"{path} belongs to a different drafter configuration")
         self.module.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
         self.gen.set_state(state["gen"])
@@ -154,8 +158,6 @@ class Trainer:
         state = self._load_state(path)
         self.data_offset = state.get("data_offset", 0) + state["step"]
         self.init_from = str(run_dir)
-        for group in self.opt.param_groups:     # the saved groups carry the old run's lr
-            group["lr"] = self.cfg.lr * group.get("lr_mult", 1.0)
         return self.data_offset
 
     # ---- loop ---------------------------------------------------------------------------------
