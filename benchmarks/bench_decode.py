@@ -8,14 +8,15 @@ tokens/s of each decoder, mean tau and drafts verified per step, the median per-
 plain decoding, and whether greedy outputs equal plain decoding's. The scheduled decoder skips
 draft steps while the previous steps' confidences say drafting does not pay (`--skip-drafting`;
 `both` also runs it without). Beside the measured ratio it prints the bound that the step curve
-and the measured acceptance allow, max over k of tau(k) x S(1) / (S(k + 1) + draft time), with
+and the measured acceptance allow, max over k of tau(k) x S(1) / (S(k + 1) + draft(k))
+(draft(k): the draft step making k drafts), with
 tau(k) from the full-gamma run's steps (decode/loop_profile.py). `--hw measure` times this decode
 loop's own step curve first (`dspark-sim profile --runner decode-loop` writes the same thing to a
 file). Usage:
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_decode.py [--drafter dspark --scheduled]
         [--hw measure] [--tasks math=../shared/prompts/gsm8k/test.jsonl,...] [--prompts 4]
-        [--tokens 96] [--threads 1] [--json OUT]
+        [--tokens 96] [--repeats 3] [--threads 1] [--json OUT]
 """
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ def main() -> None:
     ap.add_argument("--skip-drafting", choices=("on", "off", "both"), default="on",
                     help="the scheduled decoder's draft gate (both: run it with and without)")
     ap.add_argument("--hf", action="store_true", help="also time transformers' generate()")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs of every decoder per prompt, interleaved in rotated order; each "
+                         "decoder's median-time run counts (default 1)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", default="", help="write per-prompt results to this JSON file")
     args = ap.parse_args()
@@ -75,7 +79,7 @@ def main() -> None:
         from dspark_sim.serve.single import ScheduledVerify
         hook = ScheduledVerify(curve, drafter.kind, args.gamma, skip_drafting=skip)
         g = speculative_generate(target, drafter, ids, max_new_tokens=args.tokens, gamma=args.gamma,
-                                 verify_len=hook, draft_gate=hook.draft_gate if skip else None)
+                                 verify_len=hook, draft_budget=hook.draft_budget)
         verified = sum(g.verified) / len(g.verified) if g.verified else 0.0
         return g.output_ids, g.wall_s, g.mean_tau, verified, g.skipped / max(g.steps, 1)
 
@@ -96,7 +100,8 @@ def main() -> None:
     run(encode_prompt(target.tokenizer, "Hello"))              # warm-up
     plain(encode_prompt(target.tokenizer, "Hello"))
     print(f"embedded SmolLM2-135M, CPU fp32, {args.threads} thread(s), drafter {args.drafter}, "
-          f"{args.tokens} new tokens, gamma {args.gamma}, {args.prompts} prompts per task"
+          f"{args.tokens} new tokens, gamma {args.gamma}, {args.prompts} prompts per task, "
+          f"{args.repeats} interleaved run(s) of each decoder per prompt (median)"
           + f", step curve {curve.name}; load {os.getloadavg()[0]:.2f}")
     head = " ".join(f"{k + ' tok/s':>16}" for k in runners)
     ratios_head = " ".join(f"{k + '/plain':>16}" for k in runners if k != "plain")
@@ -108,11 +113,16 @@ def main() -> None:
         for i, p in enumerate(prompts):
             ids = encode_prompt(target.tokenizer, p.text)
             names = list(runners)
-            order = names[i % len(names):] + names[: i % len(names)]
-            res = {k: runners[k](ids) for k in order}
+            runs: dict[str, list] = {k: [] for k in names}
+            for rep in range(args.repeats):          # each round in a rotated order
+                shift = (i + rep) % len(names)
+                for k in names[shift:] + names[:shift]:
+                    runs[k].append(runners[k](ids))
+            # per decoder, the run with the median wall time (outputs are the same every round)
+            res = {k: sorted(v, key=lambda r: r[1])[len(v) // 2] for k, v in runs.items()}
             row = {"task": task, "source": p.source, **{k: {"tokens": len(v[0]), "wall_s": v[1], "tau": v[2],
                                                    "verified": v[3], "skipped": v[4]} for k, v in res.items()},
-                   "identical": all(v[0] == res["plain"][0] for v in res.values()),
+                   "identical": all(r[0] == res["plain"][0] for v in runs.values() for r in v),
                    "full_steps": {"accepted": res["full"][5], "verified": res["full"][6],
                                   "mean_context": res["full"][7]}}
             rows.append(row)
@@ -133,7 +143,7 @@ def main() -> None:
               + f" {tau['full']:9.2f} {tau.get(sched, float('nan')):9.2f} {ver:9.2f} {skipped:8.2f} "
               + " ".join(f"{ratio[k]:15.2f}x" for k in ratio)
               + f" {bound:6.2f}x {sum(r['identical'] for r in rows)}/{len(rows)}")
-    print(f"bound: max over k of tau(k) x S(1) / (S(k + 1) + draft), S and draft from {curve.name} "
+    print(f"bound: max over k of tau(k) x S(1) / (S(k + 1) + draft(k)), S and draft from {curve.name} "
           f"at each task's mean context, tau(k) from the full-gamma steps; best k per task: "
           + ", ".join(f"{t} {b['best_k']}" for t, b in bounds.items()))
     if args.json:
@@ -170,9 +180,9 @@ def task_bound(rows, curve, kind: str, gamma: int) -> tuple[float, int]:
     context = statistics.mean(r["full_steps"]["mean_context"] for r in rows)
     cost = IterationCost(curve, kind, scheduler_drafts=gamma)
     steps = cost.step_seconds(list(range(gamma + 2)))
-    draft = float(cost.draft_seconds([1], [gamma])[0])
     ctx_s = cost.per_context * context
-    return speedup_bound(lambda w: float(steps[w]) + ctx_s, draft,
+    return speedup_bound(lambda w: float(steps[w]) + ctx_s,
+                         lambda k: float(cost.draft_seconds([1], [k])[0]),
                          survival_from_tau_histogram(accepted, verified, gamma))
 
 

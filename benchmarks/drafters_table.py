@@ -4,7 +4,8 @@ DSpark tokens/s vs plain decoding, calibration per position, training cost.
 
 Reads the measure reports (STEM.report.json) and the training / calibration outputs written
 by scripts/ship_drafters.sh (the training summaries are snapshotted to OUT/training.json, which
-stands in for them when the runs are gone), and optionally a bench_decode.py --json file of
+stands in for them when the runs are gone; a calibration section whose reports are gone is kept
+from the existing OUT/results.md, with a notice), and optionally a bench_decode.py --json file of
 plain / full-gamma / scheduled DSpark decoding; writes OUT/results.md and plots into OUT/.
 Usage: python benchmarks/drafters_table.py --measure runs/train/measure --runs runs/train --out docs/drafters
 """
@@ -122,6 +123,21 @@ def calibration_table(runs: Path) -> list[str]:
     return lines
 
 
+def previous_section(results: Path, title: str) -> list[str]:
+    """The body of section `## title` in an earlier results.md (empty if it has none)."""
+    if not results.is_file():
+        return []
+    body, inside = [], False
+    for line in results.read_text().splitlines():
+        if line.startswith("## "):
+            inside = line[3:].strip() == title
+        elif inside:
+            body.append(line)
+    while body and not body[-1].strip():
+        body.pop()
+    return body
+
+
 def training_rows(runs: Path, snapshot: Path, suffix: str = "") -> list[dict]:
     """One row per drafter from the training summaries (runs/KIND{suffix}/summary.json); they are
     also saved to `snapshot`, which stands in for them on a machine where the runs are gone."""
@@ -154,18 +170,28 @@ def training_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def bound_cell(bound: dict | None) -> str:
+    """`1.17x (k = 2)` from bench_decode's per-task bound, or `-` when the run has none."""
+    return "-" if not bound else f"{bound['bound']:.2f}x (k = {bound['best_k']})"
+
+
 def scheduled_speed_table(path: Path | None) -> list[str]:
     """Per task: plain, full-gamma and scheduled DSpark tokens/s from bench_decode.py --json."""
     if path is None or not path.is_file():
         return []
     d = json.loads(path.read_text())
     recs = d["records"]
+    repeats = d["args"].get("repeats", 1)
     lines = ["", f"Side by side per prompt (`benchmarks/bench_decode.py`, {d['args']['prompts']} prompts per "
-             f"task, {d['args']['tokens']} new tokens, scheduler curve `{d['args']['hw']}`): medians over "
-             "prompts, ratios are medians of per-prompt ratios.", "",
+             f"task, {d['args']['tokens']} new tokens, {repeats} interleaved run(s) of each decoder per "
+             f"prompt, the median-time one counting; scheduler curve `{d['args']['hw']}`): medians over "
+             "prompts, ratios are medians of per-prompt ratios; the bound is max over k of "
+             "tau(k) x S(1) / (S(k + 1) + draft(k)) from the full-gamma steps.", "",
              "| task | plain tok/s | full gamma tok/s | scheduled tok/s | tau full / scheduled | "
-             "drafts verified per step (scheduled) | full / plain | scheduled / plain | outputs identical |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "drafts verified per step (scheduled) | draft steps skipped | full / plain | scheduled / plain | "
+             "bound (best k) | outputs identical |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    bounds = d.get("bounds", {})
 
     def rate(r, k):
         return r[k]["tokens"] / r[k]["wall_s"]
@@ -175,8 +201,10 @@ def scheduled_speed_table(path: Path | None) -> list[str]:
         ratio = {k: float(np.median([rate(r, k) / rate(r, "plain") for r in rows])) for k in ("full", "scheduled")}
         lines.append(f"| {task} | {med['plain']:.1f} | {med['full']:.1f} | {med['scheduled']:.1f} | "
                      f"{np.mean([r['full']['tau'] for r in rows]):.2f} / {np.mean([r['scheduled']['tau'] for r in rows]):.2f} | "
-                     f"{np.mean([r['scheduled']['verified'] for r in rows]):.2f} | {ratio['full']:.2f}x | "
-                     f"{ratio['scheduled']:.2f}x | {sum(r['identical'] for r in rows)}/{len(rows)} |")
+                     f"{np.mean([r['scheduled']['verified'] for r in rows]):.2f} | "
+                     f"{np.mean([r['scheduled']['skipped'] for r in rows]):.0%} | {ratio['full']:.2f}x | "
+                     f"{ratio['scheduled']:.2f}x | {bound_cell(bounds.get(task))} | "
+                     f"{sum(r['identical'] for r in rows)}/{len(rows)} |")
     return lines
 
 
@@ -209,7 +237,14 @@ def main() -> None:
         lines += ["From `dspark-sim measure --plain` (every draft verified; the measured prompts, "
                   "plain decoding run beside each one):", ""] + measured
     lines += scheduled_speed_table(a.speed)
-    lines += ["", "## Confidence calibration (DSpark, survival a_k vs P(drafts 1..k accepted))"] + calibration_table(a.runs)
+    calib_title = "Confidence calibration (DSpark, survival a_k vs P(drafts 1..k accepted))"
+    calibration = calibration_table(a.runs)
+    if not calibration:
+        calibration = previous_section(a.out / "results.md", calib_title)
+        if calibration:
+            print(f"note: no calibration reports under {a.runs}; the calibration section is kept "
+                  f"from {a.out / 'results.md'}")
+    lines += ["", f"## {calib_title}"] + calibration
     lines += ["", "## Training", ""] + training_table(training_rows(a.runs, a.out / "training.json", a.run_suffix))
     write_text_atomic(a.out / "results.md", "\n".join(lines) + "\n")
     print("\n".join(lines))

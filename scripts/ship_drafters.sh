@@ -10,7 +10,7 @@
 # SEEDS_EXTRA_KINDS (kinds trained on every seed; others on the first seed only: "dspark dflash"),
 # JOBS (2 parallel runs), N (prompts per task, 6), TOKENS (64), THREADS (1), NCAL (held-out prompts
 # per task for calibrate, 24), NP / TP (prompts per task / tokens of the shipped profiles, 10 / 96),
-# NS (prompts per task of the speed stage, 4), HW (its step curve, measure), RNN (1: also DSpark
+# NS (prompts per task of the speed stage, 6), HW (its step curve, measure), RNN (1: also DSpark
 # with the RNN head, first seed, measured with and without its head), TAG (suffix of the run names,
 # "" by default), FROM (tag of finished runs to warm-start every run from with `train --init-from`:
 # their weights and optimizer moments, a new STEPS-step schedule, the data order continuing; unset =
@@ -109,16 +109,17 @@ calibrate)
       --report $RUN/calibration-t$t >> logs/calibrate-t$t.log 2>&1
   done ;;
 speed)
-  # plain vs DSpark verifying all 7 drafts vs DSpark scheduled with and without skipping draft
-  # steps, per prompt, on this decode loop's own step curve
-  .venv/bin/python benchmarks/bench_decode.py --drafter dspark --scheduled --skip-drafting both \
-    --hw ${HW:-measure} --tasks "$TASKS" --prompts ${NS:-4} --tokens 128 \
-    --gamma 7 --threads $THREADS --json $RUN/speed.json > logs/speed.log 2>&1 ;;
+  # plain vs DSpark verifying all 7 drafts vs DSpark scheduled (skipping draft steps), per
+  # prompt, 3 interleaved runs of each, on this decode loop's own step curve
+  .venv/bin/python benchmarks/bench_decode.py --drafter dspark --scheduled --skip-drafting on \
+    --hw ${HW:-measure} --tasks "$TASKS" --prompts ${NS:-6} --tokens 128 --repeats 3 \
+    --gamma 7 --threads $THREADS --json $RUN/speed.json > logs/speed.log 2>&1
+  cp $RUN/speed.json docs/drafters/speed.json ;;   # the measurement ships with the table
 table)
   .venv/bin/python benchmarks/drafter_seeds.py table --measure $RUN/measure --runs $RUN \
     --seeds "$SEEDS" --tag "$TAG" --out docs/drafters/seeds${TAG}.md
   .venv/bin/python benchmarks/drafters_table.py --measure $ACC --runs $RUN --run-suffix="-s${SEEDS%% *}$TAG" \
-    --out docs/drafters --speed $RUN/speed.json
+    --out docs/drafters --speed docs/drafters/speed.json
   for t in 0 1; do cp $RUN/calibration-t$t/reliability.png docs/drafters/reliability-t$t.png; done ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

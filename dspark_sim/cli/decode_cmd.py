@@ -107,7 +107,9 @@ def register(app: typer.Typer) -> None:
                                    "DSpark's hardware-aware scheduler (Algorithm 1, one request) "
                                    "picks how many drafts to verify from the drafter's calibrated "
                                    "confidences and --hw's step-time curve (drafters without a "
-                                   "confidence head verify all)."),
+                                   "confidence head verify all); the loop drafts no more than the "
+                                   "scheduler could ever verify on that curve (a block drafter "
+                                   "then runs a shorter block)."),
         hw: str = typer.Option("cpu-1thread-smollm2-135m-decode-loop", "--hw", help="Hardware "
                                "profile (shipped name or .yaml path) the scheduler reads with "
                                "--verify scheduled. The default is this decode loop's own step "
@@ -116,7 +118,8 @@ def register(app: typer.Typer) -> None:
                                "target, device or thread count)."),
         skip_drafting: bool = typer.Option(True, "--skip-drafting/--no-skip-drafting", help="With "
                                            "--verify scheduled: skip the draft step while the "
-                                           "previous steps' confidences say drafting does not "
+                                           "previous steps' confidences (a running mean of "
+                                           "each step's expected gain) say drafting does not "
                                            "pay (backing off 1, 2, 4 .. 16 steps; the output is "
                                            "unchanged)."),
         device: DeviceOpt = "auto",
@@ -145,7 +148,7 @@ def register(app: typer.Typer) -> None:
             return speculative_generate(
                 tgt, drf, ids, max_new_tokens=tokens, gamma=gamma, sampling=sampling,
                 generator=torch.Generator(device=tgt.device).manual_seed(seed), verify_len=hook,
-                draft_gate=hook.draft_gate if hook is not None and skip_drafting else None)
+                draft_budget=None if hook is None else hook.draft_budget)
 
         def plain(tokens: int = max_new_tokens):
             return plain_generate(tgt, ids, max_new_tokens=tokens, sampling=sampling,

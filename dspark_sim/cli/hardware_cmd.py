@@ -269,11 +269,14 @@ def register(app: typer.Typer) -> None:
             else:
                 roof = Roofline(load_model_shape(config_ref), gpu_spec, RooflineSettings(dtype=roof_dtype))
         name = name or f"{device}-{model_name}-measured"
-        from ..hardware.engine_profile import SHIPPED_SETTINGS, draft_depths
+        from ..decode.drafters.config import draft_depths
+        from ..hardware.engine_profile import SHIPPED_SETTINGS
 
-        # the decode loop times each drafter once per context (R = 1, at its own gamma); the
-        # engine times block drafters at every depth 1..gamma for each request count
-        total = grid.points() + (len(kinds) * len(grid.contexts) if runner == "decode-loop" else
+        # both time block drafters at every depth 1..gamma: the decode loop once per context
+        # (R = 1, gamma = the widest verify step - 1), the engine for each request count
+        loop_gamma = max(grid.widths) - 1
+        total = grid.points() + (sum(len(draft_depths(k, loop_gamma)) for k in kinds) * len(grid.contexts)
+                                 if runner == "decode-loop" else
                                  sum(len(draft_depths(k, SHIPPED_SETTINGS["gamma"])) for k in kinds)
                                  * len(draft_batches or grid.batches))
         with Progress(console=console, transient=True) as bar:
@@ -282,9 +285,8 @@ def register(app: typer.Typer) -> None:
             if runner == "decode-loop":
                 from ..decode.drafters import make_drafter
                 from ..decode.loop_profile import measure_decode_loop_profile
-                gamma = max(grid.widths) - 1
                 prof, fit = measure_decode_loop_profile(tgt, [make_drafter(k, tgt) for k in kinds], grid,
-                                                        gamma, device, name, model_name, seed, advance,
+                                                        loop_gamma, device, name, model_name, seed, advance,
                                                         prefill_curve=prefill_curve)
             elif runner == "engine":
                 prof, fit = measure_engine_profile(tgt, grid, device, name, model_name, seed, roof,

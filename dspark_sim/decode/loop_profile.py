@@ -6,10 +6,11 @@ transformers cache, the drafter's `propose`), not the serving engine's batched s
 decode-loop`), and `speedup_bound` gives the best speedup over plain decoding that a step curve
 and a measured acceptance allow:
 
-    max over k of  tau(k) x S(1) / (S(k + 1) + draft time),   tau(k) = 1 + a_1 + ... + a_k,
+    max over k of  tau(k) x S(1) / (S(k + 1) + draft(k)),   tau(k) = 1 + a_1 + ... + a_k,
 
-where S(w) is the step time at w verified tokens and a_j the probability that drafts 1..j are
-all accepted (k = 0 is plain decoding: the bound is never below 1).
+where S(w) is the step time at w verified tokens, draft(k) the draft step making k drafts and
+a_j the probability that drafts 1..j are all accepted (k = 0 is plain decoding: the bound is
+never below 1).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import torch
 from ..hardware.profiler import ProfileGrid, Timing, device_sync, time_call, time_round_robin
 from .context import Context
 from .drafters.base import Drafter
+from .drafters.config import draft_depths
 from .sampling import Sampling
 from .target import Target
 
@@ -33,8 +35,9 @@ def profile_decode_loop(target: Target, drafter: Drafter | None, grid: ProfileGr
                         seed: int = 0, progress: Callable[[Timing], None] | None = None
                         ) -> tuple[list[Timing], list[Timing]]:
     """Time the loop's verify step (w tokens after a context of c, with the drafter's taps) at
-    every grid width and context, round-robin, and the drafter's draft step of `gamma` drafts
-    at each context; returns (decode timings, draft timings). Only R = 1 exists here."""
+    every grid width and context, round-robin, and the drafter's draft step at each context, of
+    `gamma` drafts (block drafters: of every depth 1..gamma, since a block of fewer slots costs
+    less); returns (decode timings, draft timings). Only R = 1 exists here."""
     gen = torch.Generator().manual_seed(seed)
     taps = target.resolve_taps(drafter.taps) if drafter is not None and drafter.taps else ()
     sync = device_sync(target.device)
@@ -56,8 +59,10 @@ def profile_decode_loop(target: Target, drafter: Drafter | None, grid: ProfileGr
             decode.append(t)
             report(t)
         if drafter is not None:
-            draft.append(_time_draft(drafter, target, prompt.tolist(), out.features, gamma, grid, gen))
-            report(draft[-1])
+            trained = getattr(getattr(drafter, "cfg", None), "gamma", gamma)
+            for depth in draft_depths(drafter.kind, min(gamma, trained)):
+                draft.append(_time_draft(drafter, target, prompt.tolist(), out.features, depth, grid, gen))
+                report(draft[-1])
     for chunk in grid.prefill_chunks:
         ids = _ids(gen, target.vocab_size, chunk)
         samples = time_call(lambda: target.forward(ids, target.new_cache(), taps, last_only=True),
@@ -72,7 +77,8 @@ def measure_decode_loop_profile(target: Target, drafters: list[Drafter], grid: P
                                 progress: Callable[[Timing], None] | None = None,
                                 prefill_curve: bool = False):
     """A `source: measured` hardware profile of the decode loop (R = 1): verify steps with the
-    first drafter's taps, each drafter's draft step of `gamma` drafts (MTP-1: one); with
+    first drafter's taps, each drafter's draft step of `gamma` drafts (MTP-1: one; block
+    drafters at every depth 1..gamma, fitted as `per_draft_seconds`); with
     `prefill_curve` the prompt chunks' timings become a separate `prefill_time` curve and
     step_time is fitted to the verify steps alone (measured_profile)."""
     from ..hardware.measure import measured_profile
@@ -99,7 +105,7 @@ def _time_draft(drafter: Drafter, target: Target, prompt: list[int], features: t
     sampling = Sampling()
     drafter.propose(ctx, gamma, sampling)                 # absorbs the context
     depth = min(gamma, getattr(getattr(drafter, "cfg", None), "gamma", gamma))
-    timing = Timing(f"draft:{drafter.kind}", 1, depth, len(prompt))
+    timing = Timing(f"draft:{drafter.kind}", 1, depth, len(prompt))     # width = drafts made
     width = None if features is None else features.shape[1:]
 
     def grow() -> None:
@@ -121,16 +127,18 @@ def survival_from_tau_histogram(accepted: list[int], verified: list[int], gamma:
     return np.array([(full >= j).mean() for j in range(1, gamma + 1)])
 
 
-def speedup_bound(step_s: Callable[[int], float], draft_s: float, survival: np.ndarray
-                  ) -> tuple[float, int]:
+def speedup_bound(step_s: Callable[[int], float], draft_s: float | Callable[[int], float],
+                  survival: np.ndarray) -> tuple[float, int]:
     """(best speedup over plain decoding, the k that gives it) for a step-time function of the
-    verified tokens, a draft time and survival probabilities a_1..a_gamma."""
+    verified tokens, a draft time (seconds, or a function of the drafts made k: a block drafter
+    asked for k drafts runs a k-slot block) and survival probabilities a_1..a_gamma."""
+    draft = draft_s if callable(draft_s) else (lambda k: draft_s)
     best, best_k = 1.0, 0
     base = step_s(1)
     tau = 1.0
     for k, a in enumerate(survival, start=1):
         tau += float(a)
-        ratio = tau * base / (step_s(k + 1) + draft_s)
+        ratio = tau * base / (step_s(k + 1) + draft(k))
         if ratio > best:
             best, best_k = ratio, k
     return best, best_k

@@ -3,7 +3,7 @@ roll back. With `NoDrafter` the same loop is plain autoregressive decoding.
 
 Per step, with committed tokens s_0..s_t (anchor s_t, KV cache holding s_0..s_{t-1}):
 
-    draft  x_1..x_k = drafter.propose(ctx)           k <= gamma (k = 0 if a gate skips drafting)
+    draft  x_1..x_k = drafter.propose(ctx, k)        k = draft_budget(ctx) <= gamma (0: no draft step)
     l      = verify_len(draft) or k                  a scheduler may verify fewer
     logits = target.forward([s_t, x_1..x_l])         (l + 1, V), KV cache grows by l + 1
     n, y   = verify(x_1..x_l, logits)                n accepted drafts, then token y
@@ -54,21 +54,22 @@ class Generation:
 
 
 VerifyLen = Callable[[Draft, Context], int]
-DraftGate = Callable[[Context], bool]
+DraftBudget = Callable[[Context], int]
 
 
 def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int], *,
                          max_new_tokens: int, gamma: int, sampling: Sampling = Sampling(),
                          generator: torch.Generator | None = None,
                          verify_len: VerifyLen | None = None,
-                         draft_gate: DraftGate | None = None) -> Generation:
+                         draft_budget: DraftBudget | None = None) -> Generation:
     """Generate up to `max_new_tokens` after `prompt_ids`, exactly as the target alone would.
 
     The first token comes from the prefill. An emitted EOS ends the request. The last step may
     verify drafts beyond the token budget: its acceptance is recorded as measured, but no
-    more than `max_new_tokens` tokens are ever emitted. `draft_gate(ctx)`, asked before each
-    draft step, may skip it (the step then verifies the anchor alone, a plain decoding step); it
-    must decide from earlier steps only, so the output stays exactly the target's.
+    more than `max_new_tokens` tokens are ever emitted. `draft_budget(ctx)`, asked before each
+    draft step, says how many drafts to propose (at most gamma; 0 skips the draft step, which
+    then verifies the anchor alone, a plain decoding step); it must decide from earlier steps
+    only, so the output stays exactly the target's.
     """
     if gamma < 1 or max_new_tokens < 1:
         raise ValueError(f"need gamma >= 1 and max_new_tokens >= 1, got {gamma}, {max_new_tokens}")
@@ -86,11 +87,12 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
     drafter.begin(ctx)
 
     while len(gen.output_ids) < max_new_tokens and last not in target.eos_token_ids:
-        if draft_gate is not None and not draft_gate(ctx):
+        k = gamma if draft_budget is None else max(0, min(gamma, int(draft_budget(ctx))))
+        if k == 0:
             draft = Draft.empty(target.device)
             gen.skipped += 1
         else:
-            draft = drafter.propose(ctx, gamma, sampling, generator)
+            draft = drafter.propose(ctx, k, sampling, generator)
         l = min(len(draft), gamma)
         if verify_len is not None and len(draft) > 0:
             l = max(0, min(l, verify_len(draft, ctx)))

@@ -22,17 +22,6 @@ from ..serve.drafting import DraftPool
 from ..serve.runner import ModelRunner, Segment
 from .profiler import ProfileGrid, Timing, device_sync, time_call, time_round_robin
 
-# Drafters that make one sequential pass per drafted token (`per_draft: true` in the profile).
-AUTOREGRESSIVE_KINDS = ("mtp1", "eagle3")
-# Block drafters: one pass for the whole block, then per-draft work (the output head over the
-# drafts made, DSpark's sequential head), timed at every depth 1..gamma (`per_draft_seconds`).
-BLOCK_KINDS = ("dflash", "dspark")
-
-
-def draft_depths(kind: str, gamma: int) -> tuple[int, ...]:
-    """Drafts per request at which to time a drafter of `kind` drafting up to `gamma`."""
-    return tuple(range(1, gamma + 1)) if kind in BLOCK_KINDS else (gamma,)
-
 
 def _ids(generator: torch.Generator, vocab: int, n: int) -> list[int]:
     return torch.randint(0, vocab, (n,), generator=generator).tolist()

@@ -66,7 +66,8 @@ def measure_engine_profile(target, grid: ProfileGrid, device: str, name: str, mo
     """Time the serving engine's iteration step over `grid` and each drafter kind's draft step
     (gamma drafts per request, mtp1 one; block drafters at every depth 1..gamma), then fit the
     profile (with a separate prefill curve when `prefill_curve`)."""
-    from .engine_profile import draft_depths, profile_drafter, profile_drafter_for, profile_engine_target
+    from ..decode.drafters.config import draft_depths
+    from .engine_profile import profile_drafter, profile_drafter_for, profile_engine_target
 
     timings = profile_engine_target(target, grid, seed=seed, progress=progress)
     draft_timings: list[Timing] = []
@@ -106,7 +107,7 @@ def draft_profile(draft_timings: list[Timing]) -> tuple[dict[str, Curve], frozen
     """draft_time curves by kind (median seconds per request count; per sequential draft for
     autoregressive drafters; at the deepest depth, with the slope by drafts, for block drafters
     timed at several depths) and the measured points."""
-    from .engine_profile import AUTOREGRESSIVE_KINDS
+    from ..decode.drafters.config import AUTOREGRESSIVE_KINDS
 
     curves, per_draft, slopes, points = {}, set(), {}, []
     for kind in dict.fromkeys(t.op.split(":", 1)[1] for t in draft_timings):

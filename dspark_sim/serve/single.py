@@ -9,14 +9,23 @@ time plus the drafter's draft step and the attention over the request's current 
 (the same view `IterationCost.scheduler_sps` gives the simulator). Verifying fewer drafts never
 changes the output: the loop stays lossless.
 
-With `skip_drafting`, the hook is also the loop's draft gate: after a step whose confidences say
-drafting does not pay (no k with (1 + a_1 + ... + a_k) / (S(k + 1) + draft) above the plain
-step's 1 / S(1), a_k = c_1 ... c_k; this includes every step where the scheduler verified
-nothing), the next draft step is skipped (the step is a plain decoding step), and the
-skip grows 1, 2, 4, ... up to `max_skip` steps while the scheduler keeps verifying nothing; the
-first step that verifies a draft resets it. The gate reads only earlier steps' decisions, never
-the current step's drafts, so the output is still exactly the target's; what it saves is the
-draft step the scheduler would have thrown away (on this CPU ~12 ms of a ~55-80 ms step).
+The hook also sets the loop's draft budget (`draft_budget`): how many drafts to propose. It is
+the depth the scheduler could ever admit on this curve, the l at which its early-stopping search
+stops when every confidence is 1 (on this CPU's decode loop the 4th token of a verify step costs
+far more than the 3rd, so at short contexts that depth is 2 of gamma 7), capped at one more than
+the most drafts it verified in its last `RECENT` draft steps. Drafts beyond it would not be
+verified, and a block drafter asked for fewer drafts runs a shorter block, at a fraction of the
+cost; every step is priced with the draft step of the drafts it made.
+
+With `skip_drafting`, the budget is also the loop's draft gate. Each draft step's gain of
+drafting over a plain step that skips it, g = max over k of (1 + a_1 + ... + a_k) S(1) /
+(S(k + 1) + draft) - 1 (a_k = c_1 ... c_k), enters a running mean G <- (1 - s) G + s g
+(`smoothing` s). While G < 0 the next draft step is skipped (budget 0: a plain decoding step),
+the skip growing 1, 2, 4, ... up to `max_skip` steps while the probes keep G below 0; a probe
+that lifts it resets the back-off. With s = 1 the latest step alone decides. The gate reads only
+earlier steps, never the current step's drafts, so the output is still exactly the target's;
+what it saves is draft steps the scheduler would have thrown away (on this CPU 7-16 ms of a
+68-150 ms step).
 """
 from __future__ import annotations
 
@@ -29,31 +38,60 @@ from ..sim.costs import IterationCost
 from ..sim.schedule import prefix_schedule
 
 
+RECENT = 8        # draft steps whose verified counts cap the next draft budget
+SMOOTHING = 0.3   # weight of the latest step in the gate's running gain (chosen by replay, below)
+
+
 class ScheduledVerify:
-    """A `verify_len` hook: how many drafts one request verifies this step.
+    """A `verify_len` hook: how many drafts one request verifies this step; `draft_budget` is
+    the loop's matching draft hook.
 
     Drafts without confidences (no confidence head) are all verified."""
 
     def __init__(self, hw: HardwareProfile, drafter_kind: str, gamma: int, *,
-                 skip_drafting: bool = False, max_skip: int = 16) -> None:
+                 skip_drafting: bool = False, max_skip: int = 16, smoothing: float = SMOOTHING) -> None:
         if gamma < 1:
             raise ValueError(f"gamma must be >= 1, got {gamma}")
         if max_skip < 1:
             raise ValueError(f"max_skip must be >= 1, got {max_skip}")
-        self.skip_drafting, self.max_skip = skip_drafting, max_skip
+        self.gamma = gamma
+        if not 0.0 < smoothing <= 1.0:
+            raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
+        self.skip_drafting, self.max_skip, self.smoothing = skip_drafting, max_skip, smoothing
+        self._gain: float | None = None   # smoothed relative gain of drafting over a plain step
         self._backoff = 0        # steps skipped after the latest zero decision
         self._skip_left = 0
         cost = IterationCost(hw, drafter_kind, scheduler_drafts=gamma)
-        # seconds of one iteration at 0..gamma+1 batch tokens with one request, without context
-        self._fixed_s = cost.step_seconds(np.arange(gamma + 2)) + cost.scheduler_fixed_s(1)
-        self._plain_s = float(cost.step_seconds(np.array([1]))[0])   # no draft step
+        step = cost.step_seconds(np.arange(gamma + 2))
+        # seconds of one iteration at 0..gamma+1 batch tokens with one request, without context,
+        # by the drafts made (a block drafter's draft step costs less with fewer drafts)
+        self._fixed_s = {d: step + float(cost.draft_seconds(np.array([1]), np.array([d]))[0])
+                         for d in range(1, gamma + 1)}
+        self._plain_s = float(step[1])                      # no draft step
         self._per_context_s = cost.per_context
         self.decisions: list[int] = []
 
-    def sps(self, batch_tokens: np.ndarray, context_tokens: int) -> np.ndarray:
-        """Iterations per second at `batch_tokens` (1..gamma+1) for a request with that context."""
-        return 1.0 / (self._fixed_s[np.asarray(batch_tokens, dtype=np.int64)]
-                      + self._per_context_s * context_tokens)
+    def sps(self, batch_tokens: np.ndarray, context_tokens: int, drafts: int | None = None
+            ) -> np.ndarray:
+        """Iterations per second at `batch_tokens` (1..gamma+1) for a request with that context,
+        after a draft step that made `drafts` drafts (default gamma)."""
+        fixed = self._fixed_s[min(drafts or self.gamma, self.gamma)]
+        return 1.0 / (fixed[np.asarray(batch_tokens, dtype=np.int64)] + self._per_context_s * context_tokens)
+
+    def step_seconds(self, width: int, context_tokens: int, drafts: int) -> float:
+        """Seconds of a step that verifies width - 1 drafts after a draft step of `drafts` drafts
+        (0: a plain step of one token, no draft step), as the scheduler prices it."""
+        if drafts == 0:
+            return self._plain_s + self._per_context_s * context_tokens
+        return float(1.0 / self.sps(np.array([width]), context_tokens, drafts)[0])
+
+    def depth(self, context_tokens: int) -> int:
+        """The most drafts the scheduler could admit at this context: where its early-stopping
+        search over tau x SPS stops when every survival is 1 (tau = 1 + l at 1 + l tokens)."""
+        widths = np.arange(1, self.gamma + 2)
+        value = widths * self.sps(widths, context_tokens)
+        worse = value[1:] <= value[:-1]
+        return max(1, int(worse.argmax())) if worse.any() else self.gamma
 
     def __call__(self, draft: Draft, ctx: Context) -> int:
         if draft.confidence is None or len(draft) == 0:
@@ -61,24 +99,39 @@ class ScheduledVerify:
             return len(draft)
         conf = draft.confidence.float().cpu().numpy()
         context = len(ctx.tokens)
-        l = int(prefix_schedule(conf[None, :], lambda b: self.sps(b, context))[0])
+        l = int(prefix_schedule(conf[None, :], lambda b: self.sps(b, context, len(conf)))[0])
         self.decisions.append(l)
         if self.skip_drafting:
-            pays = self.drafting_pays(conf, context)
+            gain = self.drafting_gain(conf, context)
+            self._gain = gain if self._gain is None else \
+                (1.0 - self.smoothing) * self._gain + self.smoothing * gain
+            pays = self._gain > 0.0
             self._backoff = 0 if pays else min(max(1, 2 * self._backoff), self.max_skip)
             self._skip_left = self._backoff
         return l
 
-    def drafting_pays(self, confidence: np.ndarray, context_tokens: int) -> bool:
-        """Whether a draft step with these conditional confidences beats a plain step (no draft
-        step paid) in expected tokens per second, for the best number of verified drafts."""
+    def drafting_gain(self, confidence: np.ndarray, context_tokens: int) -> float:
+        """Expected tokens per second of a draft step with these conditional confidences, for the
+        best number of verified drafts, over a plain step's (no draft step paid), minus 1."""
         survival = np.cumprod(np.asarray(confidence, dtype=float))
-        spec = (1.0 + np.cumsum(survival)) * self.sps(np.arange(2, len(survival) + 2), context_tokens)
-        return bool(spec.max(initial=0.0) > 1.0 / (self._plain_s + self._per_context_s * context_tokens))
+        spec = (1.0 + np.cumsum(survival)) * self.sps(np.arange(2, len(survival) + 2), context_tokens,
+                                                      len(survival))
+        plain = 1.0 / (self._plain_s + self._per_context_s * context_tokens)
+        return float(spec.max(initial=0.0) / plain - 1.0)
 
-    def draft_gate(self, ctx: Context) -> bool:
-        """Whether the loop should draft this step (`speculative_generate(draft_gate=...)`)."""
+    def drafting_pays(self, confidence: np.ndarray, context_tokens: int) -> bool:
+        """Whether a draft step with these confidences beats a plain step (`drafting_gain` > 0)."""
+        return self.drafting_gain(confidence, context_tokens) > 0.0
+
+    def draft_budget(self, ctx: Context) -> int:
+        """Drafts the loop should propose this step (`speculative_generate(draft_budget=...)`):
+        0 while the skip-drafting back-off lasts; else the scheduler's `depth`, capped at one
+        more than the most drafts it verified in the last `RECENT` draft steps (so the budget
+        can grow by one a step while the drafts keep being verified in full)."""
         if self._skip_left > 0:
             self._skip_left -= 1
-            return False
-        return True
+            return 0
+        budget = self.depth(len(ctx.tokens))
+        if self.decisions:
+            budget = min(budget, 1 + max(self.decisions[-RECENT:]))
+        return budget

@@ -130,7 +130,7 @@ def test_embedded_scheduled_skip_drafting_matches_generate(embedded):
     for i, (ids, (ref, logits)) in enumerate(zip(prompts_, refs)):
         hook = ScheduledVerify(hw, "dspark", 7, skip_drafting=True)
         gen = speculative_generate(target, drafter, ids, max_new_tokens=NEW_TOKENS, gamma=7,
-                                   verify_len=hook, draft_gate=hook.draft_gate)
+                                   verify_len=hook, draft_budget=hook.draft_budget)
         compare(ref, logits, gen.output_ids, f"embedded scheduled dspark prompt {i}")
         skipped += gen.skipped
         drafted += gen.steps - gen.skipped

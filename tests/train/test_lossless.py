@@ -38,7 +38,7 @@ def _greedy_identity(kind, target, trained, n_prompts, gate=None, per_prompt=(10
     for i, p in enumerate(_prompts(n_prompts)):
         ref, logits = reference(target, p, NEW_TOKENS)
         gen = speculative_generate(hf, drafter, p, max_new_tokens=NEW_TOKENS, gamma=4,
-                                   draft_gate=gate() if gate else None)
+                                   draft_budget=gate() if gate else None)
         compare(ref, logits, gen.output_ids, f"{kind} prompt {i}")
         accepted += sum(gen.accepted)
         rejected += sum(a < v for a, v in zip(gen.accepted, gen.verified))
@@ -49,13 +49,14 @@ def _greedy_identity(kind, target, trained, n_prompts, gate=None, per_prompt=(10
 
 
 def _skip_in_runs():
-    """A draft gate that skips runs of 1-3 draft steps: the drafter must catch up on every
-    committed position it did not see (block drafters: their context K/V)."""
+    """A draft budget that skips runs of 1-3 draft steps (the drafter must catch up on every
+    committed position it did not see; block drafters: their context K/V) and asks for 1..4
+    drafts in turn when it drafts (block drafters run blocks of that many slots)."""
     calls = [0]
 
-    def gate(ctx) -> bool:
+    def gate(ctx) -> int:
         calls[0] += 1
-        return calls[0] % 5 in (0, 1)
+        return 1 + (calls[0] // 5) % 4 if calls[0] % 5 in (0, 1) else 0
     return gate
 
 
@@ -160,7 +161,7 @@ def test_a_dishonest_draft_distribution_is_caught(small_vocab_target):
             draft = super().propose(ctx, gamma, sampling, generator)
             if draft.q is not None and len(draft) > 1:
                 with torch.inference_mode():
-                    h = m.block_hidden(self._state, ctx.anchor)[:2]
+                    h = m.block_hidden(self._state, ctx.anchor, len(draft))[:2]
                     q = draft.q.clone()
                     q[1] = sampling.probs(m.vocab.to_full(m.output_logits(h[1:2]).float()))[0]
                 draft = Draft(draft.tokens, q, draft.confidence)

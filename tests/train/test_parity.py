@@ -31,6 +31,30 @@ def test_block_drafters_match_their_training_forward(target, cache, vocab_ids):
                 assert torch.allclose(h_inf, h_train[n], atol=1e-5), (kind, a)
 
 
+def test_a_shorter_block_is_the_training_forward_of_that_block_size(target, cache, vocab_ids):
+    """Asked for k < gamma drafts, a block drafter runs a block of k slots (the anchor and k - 1
+    masks): the same computation as the training forward of a gamma = k copy of the module."""
+    import dataclasses
+
+    tokens, taps, _ = _one_sequence(cache)
+    L = tokens.shape[0]
+    mod = bound_module(tiny_config("dspark", target), target, vocab_ids).eval()
+    short = bound_module(dataclasses.replace(mod.cfg, gamma=2), target, vocab_ids).eval()
+    short.load_state_dict(mod.state_dict())
+    anchors = torch.tensor([[12, L - 4]])
+    with torch.no_grad():
+        h_train = short.forward_blocks(taps[None], tokens[None], torch.zeros(1, L, dtype=torch.long),
+                                       anchors, torch.ones_like(anchors, dtype=torch.bool))[0]
+        for n, a in enumerate(anchors[0].tolist()):
+            state = mod.new_state()
+            mod.extend(state, taps[:a])
+            h_inf = mod.block_hidden(state, int(tokens[a]), 2)
+            assert h_inf.shape[0] == 2
+            assert torch.allclose(h_inf, h_train[n], atol=1e-5), a
+            # and it is not the first two slots of the full block (those see 5 more masks)
+            assert not torch.allclose(h_inf, mod.block_hidden(state, int(tokens[a]))[:2], atol=1e-5)
+
+
 def test_eagle3_steps_match_the_training_time_test_unroll(target, cache, vocab_ids):
     tokens, taps, _ = _one_sequence(cache)
     L = tokens.shape[0]

@@ -8,6 +8,17 @@ from typing import Any
 from ..target import default_taps
 
 KINDS = ("mtp1", "eagle3", "dflash", "dspark")
+# Drafters that make one sequential pass per drafted token (`per_draft: true` in a profile).
+AUTOREGRESSIVE_KINDS = ("mtp1", "eagle3")
+# Block drafters: one pass over a block of as many slots as drafts asked for, then per-draft
+# work (the output head over the drafts made, DSpark's sequential head).
+BLOCK_KINDS = ("dflash", "dspark")
+
+
+def draft_depths(kind: str, gamma: int) -> tuple[int, ...]:
+    """Drafts per request at which to time a drafter of `kind` drafting up to `gamma`: every
+    depth for block drafters (their cost depends on the block), else gamma alone."""
+    return tuple(range(1, gamma + 1)) if kind in BLOCK_KINDS else (gamma,)
 
 
 @dataclass

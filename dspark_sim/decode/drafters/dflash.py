@@ -37,9 +37,10 @@ class BlockDrafter(DrafterModule):
         self.norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
 
     # ---- shared by training and inference ------------------------------------------------
-    def block_inputs(self, anchor_tokens: torch.Tensor) -> torch.Tensor:
-        """[..., gamma, d]: the anchor's embedding followed by gamma-1 mask embeddings."""
-        g = self.cfg.gamma
+    def block_inputs(self, anchor_tokens: torch.Tensor, size: int | None = None) -> torch.Tensor:
+        """[..., size, d]: the anchor's embedding followed by size-1 mask embeddings (size
+        defaults to the trained gamma)."""
+        g = self.cfg.gamma if size is None else size
         first = self.frozen.embed(anchor_tokens).unsqueeze(-2)
         masks = self.mask_embedding.to(first.dtype).expand(*anchor_tokens.shape, g - 1, -1)
         return torch.cat([first, masks], dim=-2)
@@ -101,11 +102,13 @@ class BlockDrafter(DrafterModule):
                         for (k0, v0), (k1, v1) in zip(state.kv, new)]
         state.n_ctx += feats.shape[0]
 
-    def block_hidden(self, state: BlockState, anchor: int) -> torch.Tensor:
-        """Backbone outputs [gamma, d] for the block after `anchor` (at position n_ctx)."""
-        g = self.cfg.gamma
+    def block_hidden(self, state: BlockState, anchor: int, size: int | None = None) -> torch.Tensor:
+        """Backbone outputs [size, d] for a block of `size` slots (default: the trained gamma)
+        after `anchor` (at position n_ctx). A shorter block is the anchor and fewer masks: its
+        slots attend to fewer mask slots than in training, and cost less."""
+        g = self.cfg.gamma if size is None else min(size, self.cfg.gamma)
         dev = self.mask_embedding.device
-        x = self.block_inputs(torch.tensor([anchor], device=dev)).to(self.proj.fc.weight.dtype)
+        x = self.block_inputs(torch.tensor([anchor], device=dev), g).to(self.proj.fc.weight.dtype)
         pos = (state.n_ctx + torch.arange(g, device=dev)).unsqueeze(0)
         kv = state.kv if state.kv else [None] * len(self.layers)
         return self.run_layers(x, pos, None, kv)[0]

@@ -105,7 +105,7 @@ class TrainedDrafter(Drafter):
     def _propose_block(self, anchor: int, k: int, sampling: Sampling,
                        generator: torch.Generator | None) -> Draft:
         m = self.module
-        h = m.block_hidden(self._state, anchor)[:k]                    # (k, d)
+        h = m.block_hidden(self._state, anchor, k)                     # (k, d): a k-slot block
         base = m.output_logits(h).float()                              # (k, Vd)
         if self.kind == "dflash":
             return Draft(*self._pick(base, sampling, generator))
