@@ -12,7 +12,8 @@ and the same costs:
 - `plain`: never drafts;
 - `scheduled`: DSpark's one-request scheduler (`serve/single.py`), drafting every step;
 - `gated`: the same with `skip_drafting` (the shipped `generate --verify scheduled`, with its
-  default `smoothing`; `--smoothing A B ..` adds the gate with other values);
+  default `smoothing` and `max_skip`; `--smoothing A B ..` and `--max-skip M N ..` add the gate
+  with other values);
 - `oracle`: the best any gate could do with these drafts (dynamic programming over anchors:
   at each anchor either a plain step or k drafts with the best l, knowing the outcome).
 
@@ -89,16 +90,16 @@ class _Ctx:
         self.tokens = range(n)
 
 
-def _walk(rec: dict, kind: str, gamma: int, hw, skip: bool | None, smoothing: float | None = None
+def _walk(rec: dict, kind: str, gamma: int, hw, skip: bool | None, gate: dict | None = None
           ) -> float:
-    """Tokens/s of one recorded output under the scheduler (skip None: plain decoding)."""
+    """Tokens/s of one recorded output under the scheduler (skip None: plain decoding); `gate`
+    holds ScheduledVerify's gate settings (smoothing, max_skip) where they differ from its own."""
     import torch
 
     from dspark_sim.decode.drafters.base import Draft
     from dspark_sim.serve.single import ScheduledVerify
 
-    hook = ScheduledVerify(hw, kind, gamma, skip_drafting=bool(skip),
-                           **({} if smoothing is None else {"smoothing": smoothing}))
+    hook = ScheduledVerify(hw, kind, gamma, skip_drafting=bool(skip), **(gate or {}))
     anchors, base = rec["anchors"], rec["prompt_len"]
     pos, seconds = 0, 0.0
     while pos < len(anchors):
@@ -143,15 +144,16 @@ def replay(args) -> None:
     hw = load_hw_profile(args.hw)
     kind, gamma = data["kind"], data["gamma"]
     policies = {"scheduled": (False, None), "gated": (True, None),
-                **{f"gated-s{a}": (True, a) for a in args.smoothing}}
+                **{f"gated-s{a}": (True, {"smoothing": a}) for a in args.smoothing},
+                **{f"gated-m{m}": (True, {"max_skip": m}) for m in args.max_skip}}
     print(f"{data['drafter']} on {hw.name}: tokens/s over plain decoding per prompt, median (mean)")
     print(f"{'task':6} {'prompts':>7} " + " ".join(f"{k:>15}" for k in (*policies, "oracle")))
     for task in dict.fromkeys(r["task"] for r in data["prompts"]):
         recs = [r for r in data["prompts"] if r["task"] == task]
         plain = np.array([_walk(r, kind, gamma, hw, None) for r in recs])
         cols = []
-        for skip, smoothing in policies.values():
-            ratio = np.array([_walk(r, kind, gamma, hw, skip, smoothing) for r in recs]) / plain
+        for skip, gate in policies.values():
+            ratio = np.array([_walk(r, kind, gamma, hw, skip, gate) for r in recs]) / plain
             cols.append(ratio)
         cols.append(np.array([_oracle(r, kind, gamma, hw) for r in recs]) / plain)
         print(f"{task:6} {len(recs):7d} " + " ".join(
@@ -174,6 +176,8 @@ def main() -> None:
     p.add_argument("record", help="JSON file written by `record`")
     p.add_argument("--smoothing", type=float, nargs="*", default=[],
                    help="also replay the gate with these `smoothing` factors (1 = the latest step alone)")
+    p.add_argument("--max-skip", type=int, nargs="*", default=[],
+                   help="also replay the gate with these longest back-offs (steps; the hook's default is 16)")
     p.add_argument("--hw", default=DEFAULT_HW, help=f"hardware profile to price steps (default {DEFAULT_HW})")
     args = ap.parse_args()
     record(args) if args.cmd == "record" else replay(args)
