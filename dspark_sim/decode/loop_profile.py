@@ -59,8 +59,7 @@ def profile_decode_loop(target: Target, drafter: Drafter | None, grid: ProfileGr
             decode.append(t)
             report(t)
         if drafter is not None:
-            trained = getattr(getattr(drafter, "cfg", None), "gamma", gamma)
-            for depth in draft_depths(drafter.kind, min(gamma, trained)):
+            for depth in draft_depths(drafter.kind, _most_drafts(drafter, gamma)):
                 draft.append(_time_draft(drafter, target, prompt.tolist(), out.features, depth, grid, gen))
                 report(draft[-1])
     for chunk in grid.prefill_chunks:
@@ -96,15 +95,21 @@ def measure_decode_loop_profile(target: Target, drafters: list[Drafter], grid: P
                             runner="decode-loop", prefill_curve=prefill_curve)
 
 
+def _most_drafts(drafter: Drafter, gamma: int) -> int:
+    """The drafts one draft step makes when asked for `gamma`: a trained drafter makes at most
+    its own trained gamma."""
+    return min(gamma, getattr(getattr(drafter, "cfg", None), "gamma", gamma))
+
+
 def _time_draft(drafter: Drafter, target: Target, prompt: list[int], features: torch.Tensor | None,
-                gamma: int, grid: ProfileGrid, gen: torch.Generator) -> Timing:
-    """The draft step as the loop pays it: commit one token (with its features), then propose."""
+                depth: int, grid: ProfileGrid, gen: torch.Generator) -> Timing:
+    """The draft step as the loop pays it, making `depth` drafts (at most `_most_drafts`):
+    commit one token (with its features), then propose."""
     ctx = Context(tokens=list(prompt), prompt_len=len(prompt), taps=tuple(drafter.taps))
     ctx.commit([int(_ids(gen, target.vocab_size, 1))], features)   # as after the prefill
     drafter.begin(ctx)
     sampling = Sampling()
-    drafter.propose(ctx, gamma, sampling)                 # absorbs the context
-    depth = min(gamma, getattr(getattr(drafter, "cfg", None), "gamma", gamma))
+    drafter.propose(ctx, depth, sampling)                 # absorbs the context
     timing = Timing(f"draft:{drafter.kind}", 1, depth, len(prompt))     # width = drafts made
     width = None if features is None else features.shape[1:]
 

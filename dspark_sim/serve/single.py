@@ -54,9 +54,9 @@ class ScheduledVerify:
             raise ValueError(f"gamma must be >= 1, got {gamma}")
         if max_skip < 1:
             raise ValueError(f"max_skip must be >= 1, got {max_skip}")
-        self.gamma = gamma
         if not 0.0 < smoothing <= 1.0:
             raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
+        self.gamma = gamma
         self.skip_drafting, self.max_skip, self.smoothing = skip_drafting, max_skip, smoothing
         self._gain: float | None = None   # smoothed relative gain of drafting over a plain step
         self._backoff = 0        # steps skipped after the latest zero decision
@@ -118,10 +118,6 @@ class ScheduledVerify:
                                                       len(survival))
         plain = 1.0 / (self._plain_s + self._per_context_s * context_tokens)
         return float(spec.max(initial=0.0) / plain - 1.0)
-
-    def drafting_pays(self, confidence: np.ndarray, context_tokens: int) -> bool:
-        """Whether a draft step with these confidences beats a plain step (`drafting_gain` > 0)."""
-        return self.drafting_gain(confidence, context_tokens) > 0.0
 
     def draft_budget(self, ctx: Context) -> int:
         """Drafts the loop should propose this step (`speculative_generate(draft_budget=...)`):

@@ -71,13 +71,13 @@ def test_the_smoothed_gate_keeps_drafting_through_one_weak_step_after_strong_one
         ScheduledVerify(CPU, "dspark", GAMMA, smoothing=0.0)
 
 
-def test_drafting_pays_compares_against_a_plain_step_without_the_draft_cost():
+def test_drafting_gain_compares_against_a_plain_step_without_the_draft_cost():
     hook = ScheduledVerify(CPU, "dspark", GAMMA, skip_drafting=True)
     # one draft at 0.9: (1 + 0.9) / (70 + 12) ms = 23.2 tok/s  vs  1 / 50 ms = 20 tok/s
-    assert hook.drafting_pays(np.array([0.9, 0.0, 0.0, 0.0]), 0)
+    assert hook.drafting_gain(np.array([0.9, 0.0, 0.0, 0.0]), 0) > 0
     # at 0.6 the scheduler would still verify it once drafted (1.6 / 82 > 1 / 62) but drafting
     # does not pay against a plain step (1.6 / 82 < 1 / 50)
-    assert not hook.drafting_pays(np.array([0.6, 0.0, 0.0, 0.0]), 0)
+    assert hook.drafting_gain(np.array([0.6, 0.0, 0.0, 0.0]), 0) <= 0
     assert hook(_draft([0.6, 0.0, 0.0, 0.0]), _ctx()) == 1
 
 
@@ -153,5 +153,5 @@ def test_a_block_drafter_is_priced_at_the_drafts_it_makes():
     assert hook.sps(np.array([1]), 0, drafts=2)[0] == pytest.approx(1 / (0.050 + 0.010))
     assert hook.sps(np.array([1]), 0)[0] == pytest.approx(1 / (0.050 + 0.020))
     # a 0.3 first draft pays against a plain step after a 2-draft step, not after a 7-draft one
-    assert hook.drafting_pays(np.array([0.3, 0.0]), 0)
-    assert not hook.drafting_pays(np.array([0.3] + [0.0] * 6), 0)
+    assert hook.drafting_gain(np.array([0.3, 0.0]), 0) > 0
+    assert hook.drafting_gain(np.array([0.3] + [0.0] * 6), 0) <= 0
