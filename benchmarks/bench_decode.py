@@ -56,6 +56,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", default="", help="write per-prompt results to this JSON file")
     args = ap.parse_args()
+    for name in ("prompts", "tokens", "gamma", "repeats", "threads"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     torch.set_num_threads(args.threads)
     target = load_target("embedded", "cpu")
     drafter = make_drafter(args.drafter, target)

@@ -30,6 +30,7 @@ import argparse
 import json
 import statistics
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -140,7 +141,7 @@ def _oracle(rec: dict, kind: str, gamma: int, hw) -> float:
 def replay(args) -> None:
     from dspark_sim.profiles.registry import load_hw_profile
 
-    data = json.load(open(args.record))
+    data = args.data
     hw = load_hw_profile(args.hw)
     kind, gamma = data["kind"], data["gamma"]
     policies = {"scheduled": (False, None), "gated": (True, None),
@@ -180,6 +181,24 @@ def main() -> None:
                    help="also replay the gate with these longest back-offs (steps; the hook's default is 16)")
     p.add_argument("--hw", default=DEFAULT_HW, help=f"hardware profile to price steps (default {DEFAULT_HW})")
     args = ap.parse_args()
+    if args.cmd == "record":
+        for name in ("prompts", "tokens", "gamma", "threads"):
+            if getattr(args, name) < 1:
+                ap.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+        if args.skip < 0:
+            ap.error(f"--skip must be >= 0, got {args.skip}")
+    else:
+        if any(m < 1 for m in args.max_skip):
+            ap.error(f"--max-skip values must be >= 1, got {args.max_skip}")
+        if any(not 0.0 < a <= 1.0 for a in args.smoothing):
+            ap.error(f"--smoothing values must be in (0, 1], got {args.smoothing}")
+        try:
+            args.data = json.loads(Path(args.record).read_text())
+            missing = [k for k in ("kind", "gamma", "prompts") if k not in args.data]
+        except (OSError, json.JSONDecodeError) as e:
+            ap.error(f"{args.record}: not a readable record ({e})")
+        if missing:
+            ap.error(f"{args.record}: not a `record` output (no field {', '.join(missing)})")
     record(args) if args.cmd == "record" else replay(args)
 
 
