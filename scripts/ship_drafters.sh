@@ -14,7 +14,11 @@
 # with the RNN head, first seed, measured with and without its head), TAG (suffix of the run names,
 # "" by default), FROM (tag of finished runs to warm-start every run from with `train --init-from`:
 # their weights and optimizer moments, a new STEPS-step schedule, the data order continuing; unset =
-# from scratch). The shipped drafters: FROM="" TAG=-400 STEPS=240, i.e. 160 + 240 = 400 steps each.
+# from scratch), FROM_SHIPPED (the optimizer steps of the shipped drafters: warm-start the first
+# seed's runs from dspark_sim/data/drafters/KIND with `train --init-from KIND --prior-steps N`,
+# their fp16 weights with fresh optimizer moments, the data order continuing after N steps; needs
+# RNN=0 and one seed). The shipped drafters: FROM="" TAG=-400 STEPS=240, i.e. 160 + 240 = 400 steps
+# each; the 800-step check: SEEDS=0 RNN=0 FROM_SHIPPED=400 TAG=-800 STEPS=400.
 # Every stage resumes where it stopped (training from its checkpoints, measuring from its record
 # files). Logs go to logs/, work files to runs/train/.
 set -euo pipefail
@@ -67,6 +71,10 @@ train)
     kind=$0; seed=$1; rowlen=1024; [ $kind = eagle3 ] && rowlen=512   # 7 unrolled passes per row
     head=markov; drafter=$kind; [ $kind = dspark_rnn ] && head=rnn && drafter=dspark
     init=; [ "'"${FROM+set}"'" = set ] && init="--init-from '"$RUN"'/$kind-s$seed'"${FROM:-}"'"
+    if [ -n "'"${FROM_SHIPPED:-}"'" ]; then
+      [ -d '"$SHIP"'/$kind ] && [ $seed = '"${SEEDS%% *}"' ] || { echo "FROM_SHIPPED: no shipped $kind for seed $seed" >&2; exit 255; }
+      init="--init-from '"$SHIP"'/$kind --prior-steps '"${FROM_SHIPPED:-}"'"
+    fi
     '"$CLI"' train --drafter $drafter --seq-head $head --data '"$DATA"' --features '"$RUN"'/features \
       --out '"$RUN"'/$kind-s$seed'"$TAG"' $init --steps '"$STEPS"' --gamma 7 --draft-vocab 8192 \
       --seq-rank 64 --row-len $rowlen --anchors 256 --seed $seed --threads '"$THREADS"' \

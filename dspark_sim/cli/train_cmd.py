@@ -151,7 +151,15 @@ def register(app: typer.Typer) -> None:
                                                  "start from its weights and optimizer moments "
                                                  "with a new schedule of --steps (warmup, cosine "
                                                  "to zero) and the data order continuing where it "
-                                                 "stopped. A run already in --out resumes instead."),
+                                                 "stopped. Or an exported drafter directory "
+                                                 "(config.json + model.safetensors, e.g. "
+                                                 "dspark_sim/data/drafters/dspark): its weights, "
+                                                 "fresh optimizer moments, the data order skipping "
+                                                 "--prior-steps. A run already in --out resumes "
+                                                 "instead."),
+        prior_steps: int = typer.Option(0, "--prior-steps", help="With --init-from an exported "
+                                        "drafter: the optimizer steps it was trained for on this "
+                                        "data, so the data order continues after them."),
         export: Optional[Path] = typer.Option(None, "--export", help="Also write the fp16 drafter here."),
         checkpoint_minutes: float = typer.Option(5.0, "--checkpoint-minutes", help="Minutes between checkpoints."),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " Training uses bf16 "
@@ -177,8 +185,15 @@ def register(app: typer.Typer) -> None:
         from ..train.selfdistill import read_records
         from ..train.trainer import STATE, ConfigMismatch
 
-        if init_from is not None and not (init_from / STATE).is_file():
-            raise InputError(f"no {STATE} in this run directory", file=init_from, field="--init-from")
+        if init_from is not None and not (init_from / STATE).is_file() \
+                and not (init_from / "model.safetensors").is_file():
+            raise InputError(f"neither a run directory ({STATE}) nor an exported drafter "
+                             "(model.safetensors)", file=init_from, field="--init-from")
+        if prior_steps < 0:
+            raise InputError(f"must be >= 0, got {prior_steps}", field="--prior-steps")
+        if prior_steps and (init_from is None or (init_from / STATE).is_file()):
+            raise InputError("only with --init-from an exported drafter (a run directory "
+                             "records its own steps)", field="--prior-steps")
         for d in data:
             if not (d.is_dir() or (d.suffix == ".npz" and d.is_file())):
                 raise InputError("not a self-distillation directory or .npz pack", file=d,
@@ -219,7 +234,8 @@ def register(app: typer.Typer) -> None:
                     _log(f"step {step}/{total if total < 10 ** 9 else '?'} {info}")
             try:
                 summary = train_drafter(module, tgt, cache, out, cfg, resume=resume, export_dir=export,
-                                        init_from=init_from, on_step=on_step)
+                                        init_from=init_from, prior_steps=prior_steps,
+                                        on_step=on_step)
             except ConfigMismatch as exc:
                 raise InputError(str(exc), field="--init-from" if init_from else "--out") from exc
         typer.echo(json.dumps({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))

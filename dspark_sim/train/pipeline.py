@@ -20,7 +20,7 @@ from .featcache import FeatureCache, build_feature_cache, target_features_fn
 from .prompts import TrainPrompt, is_heldout
 from .selfdistill import DistillRecord, generate_responses, read_records
 from .targethead import TargetHead
-from .trainer import Trainer, TrainConfig
+from .trainer import STATE, Trainer, TrainConfig
 
 
 def distill(target: Any, prompts: list[TrainPrompt], out_dir: str | Path, *, temperatures: list[float],
@@ -113,17 +113,21 @@ def new_drafter(kind: str, target: Any, cache: FeatureCache, *, seq_init: str = 
 
 def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run_dir: str | Path,
                   cfg: TrainConfig, *, resume: bool = True, export_dir: str | Path | None = None,
-                  init_from: str | Path | None = None,
+                  init_from: str | Path | None = None, prior_steps: int = 0,
                   on_step: Callable[[int, int, dict], None] | None = None) -> dict:
-    """Train (resuming a run in `run_dir` when present, else warm-starting from the run in
-    `init_from` when given), validate, export fp16; return a summary."""
+    """Train (resuming a run in `run_dir` when present, else warm-starting from `init_from`
+    when given: a run directory's weights and moments, or an exported drafter's weights after
+    `prior_steps` steps), validate, export fp16; return a summary."""
     run_dir = Path(run_dir)
     device = target.device
     module.to(device)
     trainer = Trainer(module, cache, TargetHead.from_model(target.model), cfg, run_dir, device, on_step)
     resumed = trainer.try_resume() if resume else False
     if not resumed and init_from is not None:
-        trainer.warm_start(init_from)
+        if (Path(init_from) / STATE).is_file():
+            trainer.warm_start(init_from)
+        else:
+            trainer.warm_start_weights(init_from, prior_steps)
     t0 = time.perf_counter()
     trainer.run()
     val = trainer.validate()

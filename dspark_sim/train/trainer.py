@@ -160,6 +160,26 @@ class Trainer:
         self.init_from = str(run_dir)
         return self.data_offset
 
+    def warm_start_weights(self, drafter_dir: str | Path, prior_steps: int) -> int:
+        """Start from an exported drafter's weights (config.json + model.safetensors, e.g. a
+        shipped one) with fresh optimizer moments and a fresh schedule; the data stream skips
+        the `prior_steps` optimizer steps that drafter was trained for. Returns `prior_steps`."""
+        from ..decode.drafters.checkpoint import load_module
+
+        if prior_steps < 0:
+            raise ValueError(f"prior_steps must be >= 0, got {prior_steps}")
+        source = load_module(drafter_dir)
+        mine, theirs = self.module.cfg.to_dict(), source.cfg.to_dict()
+        mine.pop("sts", None), theirs.pop("sts", None)      # calibration is refitted after training
+        if mine != theirs:
+            diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+            raise ConfigMismatch(f"{drafter_dir} belongs to a different drafter configuration "
+                                 f"(differs in {', '.join(diff)})")
+        self.module.load_state_dict(source.state_dict())
+        self.data_offset = prior_steps
+        self.init_from = str(drafter_dir)
+        return self.data_offset
+
     # ---- loop ---------------------------------------------------------------------------------
     def _one_step(self) -> dict:
         batch = make_batch(self.cache, self._rows_for(self.step), self.cfg.row_len).to(self.device)

@@ -48,6 +48,15 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys):
     assert "--init-from" in capsys.readouterr().err
     assert main([*more, "--seq-rank", "8", "--out", str(tmp_path / "run3"), "--init-from",
                  str(tmp_path / "nope")]) == 2
+    # an exported drafter (fp16 weights, no moments) starts a run after --prior-steps steps
+    assert main([*more, "--seq-rank", "8", "--out", str(tmp_path / "run4"), "--init-from",
+                 str(run / "drafter"), "--prior-steps", "8"]) == 0
+    warm = json.loads((tmp_path / "run4" / "summary.json").read_text())
+    assert (warm["prior_steps"], warm["total_steps"]) == (8, 11)
+    capsys.readouterr()
+    assert main([*more, "--seq-rank", "8", "--out", str(tmp_path / "run5"), "--init-from", str(run),
+                 "--prior-steps", "8"]) == 2          # a run directory records its own steps
+    assert "--prior-steps" in capsys.readouterr().err
 
     capsys.readouterr()
     assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",

@@ -75,3 +75,25 @@ def test_warm_start_continues_weights_and_data_with_a_new_schedule(target, cache
         _trainer("dspark", target, cache, vocab_ids, tmp_path / "d").warm_start(tmp_path / "none")
     with pytest.raises(ValueError, match="different drafter configuration"):
         _trainer("dflash", target, cache, vocab_ids, tmp_path / "e").warm_start(tmp_path / "a")
+
+
+def test_warm_start_from_an_exported_drafter_keeps_its_weights_and_skips_its_steps(
+        target, cache, vocab_ids, tmp_path):
+    from dspark_sim.decode.drafters.checkpoint import save_drafter
+
+    first = _trainer("dspark", target, cache, vocab_ids, tmp_path / "a", steps=3)
+    first.run()
+    save_drafter(first.module, tmp_path / "export")             # fp16, no optimizer moments
+    second = _trainer("dspark", target, cache, vocab_ids, tmp_path / "b", steps=2)
+    assert second.warm_start_weights(tmp_path / "export", prior_steps=3) == 3
+    for (k, a), b in zip(first.module.state_dict().items(), second.module.state_dict().values()):
+        want = a.half().float() if a.is_floating_point() else a
+        assert torch.equal(want, b), k
+    assert second._rows_for(0) == first._rows_for(3)
+    assert not second.opt.state                                  # moments start fresh
+    before = [p.detach().clone() for p in second.params]
+    second.run()
+    assert any(not torch.equal(p, q) for p, q in zip(before, second.params))
+    with pytest.raises(ValueError, match="different drafter configuration.*kind"):
+        _trainer("dflash", target, cache, vocab_ids, tmp_path / "c").warm_start_weights(
+            tmp_path / "export", prior_steps=3)
