@@ -183,15 +183,16 @@ def register(app: typer.Typer) -> None:
         if seq_head not in ("markov", "rnn"):
             raise InputError(f"must be markov or rnn, got {seq_head!r}", field="--seq-head")
         from ..train.selfdistill import read_records
-        from ..train.trainer import STATE, ConfigMismatch
+        from ..decode.drafters.checkpoint import WEIGHTS
+        from ..train.trainer import STATE, ConfigMismatch, init_source
 
-        if init_from is not None and not (init_from / STATE).is_file() \
-                and not (init_from / "model.safetensors").is_file():
+        source = init_source(init_from) if init_from is not None else None
+        if init_from is not None and source is None:
             raise InputError(f"neither a run directory ({STATE}) nor an exported drafter "
-                             "(model.safetensors)", file=init_from, field="--init-from")
+                             f"({WEIGHTS})", file=init_from, field="--init-from")
         if prior_steps < 0:
             raise InputError(f"must be >= 0, got {prior_steps}", field="--prior-steps")
-        if prior_steps and (init_from is None or (init_from / STATE).is_file()):
+        if prior_steps and source != "drafter":
             raise InputError("only with --init-from an exported drafter (a run directory "
                              "records its own steps)", field="--prior-steps")
         for d in data:

@@ -20,7 +20,7 @@ from .featcache import FeatureCache, build_feature_cache, target_features_fn
 from .prompts import TrainPrompt, is_heldout
 from .selfdistill import DistillRecord, generate_responses, read_records
 from .targethead import TargetHead
-from .trainer import STATE, Trainer, TrainConfig
+from .trainer import Trainer, TrainConfig, init_source
 
 
 def distill(target: Any, prompts: list[TrainPrompt], out_dir: str | Path, *, temperatures: list[float],
@@ -124,7 +124,7 @@ def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run
     trainer = Trainer(module, cache, TargetHead.from_model(target.model), cfg, run_dir, device, on_step)
     resumed = trainer.try_resume() if resume else False
     if not resumed and init_from is not None:
-        if (Path(init_from) / STATE).is_file():
+        if init_source(init_from) == "run":
             trainer.warm_start(init_from)
         else:
             trainer.warm_start_weights(init_from, prior_steps)

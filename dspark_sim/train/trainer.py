@@ -30,6 +30,29 @@ class ConfigMismatch(ValueError):
     """A trainer state belongs to a different drafter configuration than the module."""
 
 
+def check_same_drafter(mine: dict, theirs: dict, source: str | Path, *, ignore: tuple = ()) -> None:
+    """Raise ConfigMismatch naming the fields in which `source`'s drafter configuration differs
+    from this module's (`ignore`: fields allowed to differ)."""
+    keys = (set(mine) | set(theirs)) - set(ignore)
+    diff = sorted(k for k in keys if mine.get(k) != theirs.get(k))
+    if diff:
+        raise ConfigMismatch(f"{source} belongs to a different drafter configuration "
+                             f"(differs in {', '.join(diff)})")
+
+
+def init_source(path: str | Path) -> str | None:
+    """What `--init-from` points at: "run" (a run directory with a trainer state), "drafter"
+    (an exported drafter's weights) or None (neither)."""
+    from ..decode.drafters.checkpoint import WEIGHTS
+
+    path = Path(path)
+    if (path / STATE).is_file():
+        return "run"
+    if (path / WEIGHTS).is_file():
+        return "drafter"
+    return None
+
+
 @dataclass
 class TrainConfig:
     """Optimisation settings (paper: AdamW lr 6e-4, 4% warmup, cosine, no decay, clip 1.0)."""
@@ -129,8 +152,7 @@ class Trainer:
 
     def _load_state(self, path: Path) -> dict:
         state = torch.load(path, map_location="cpu", weights_only=False)
-        if state["drafter"] != self.module.cfg.to_dict():
-            raise ConfigMismatch(f"{path} belongs to a different drafter configuration")
+        check_same_drafter(self.module.cfg.to_dict(), state["drafter"], path)
         self.module.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
         self.gen.set_state(state["gen"])
@@ -169,12 +191,9 @@ class Trainer:
         if prior_steps < 0:
             raise ValueError(f"prior_steps must be >= 0, got {prior_steps}")
         source = load_module(drafter_dir)
-        mine, theirs = self.module.cfg.to_dict(), source.cfg.to_dict()
-        mine.pop("sts", None), theirs.pop("sts", None)      # calibration is refitted after training
-        if mine != theirs:
-            diff = sorted(k for k in mine if mine[k] != theirs.get(k))
-            raise ConfigMismatch(f"{drafter_dir} belongs to a different drafter configuration "
-                                 f"(differs in {', '.join(diff)})")
+        # calibration (sts) is refitted after training, so it may differ
+        check_same_drafter(self.module.cfg.to_dict(), source.cfg.to_dict(), drafter_dir,
+                           ignore=("sts",))
         self.module.load_state_dict(source.state_dict())
         self.data_offset = prior_steps
         self.init_from = str(drafter_dir)

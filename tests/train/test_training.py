@@ -73,7 +73,7 @@ def test_warm_start_continues_weights_and_data_with_a_new_schedule(target, cache
     assert third.warm_start(tmp_path / "b") == 7               # warm starts add up
     with pytest.raises(FileNotFoundError):
         _trainer("dspark", target, cache, vocab_ids, tmp_path / "d").warm_start(tmp_path / "none")
-    with pytest.raises(ValueError, match="different drafter configuration"):
+    with pytest.raises(ValueError, match="different drafter configuration.*kind"):
         _trainer("dflash", target, cache, vocab_ids, tmp_path / "e").warm_start(tmp_path / "a")
 
 
@@ -97,3 +97,23 @@ def test_warm_start_from_an_exported_drafter_keeps_its_weights_and_skips_its_ste
     with pytest.raises(ValueError, match="different drafter configuration.*kind"):
         _trainer("dflash", target, cache, vocab_ids, tmp_path / "c").warm_start_weights(
             tmp_path / "export", prior_steps=3)
+
+
+def test_init_source_tells_a_run_from_an_exported_drafter(tmp_path):
+    from dspark_sim.decode.drafters.checkpoint import WEIGHTS
+    from dspark_sim.train.trainer import STATE, init_source
+
+    (tmp_path / "run").mkdir(), (tmp_path / "drafter").mkdir(), (tmp_path / "empty").mkdir()
+    (tmp_path / "run" / STATE).write_bytes(b"")
+    (tmp_path / "drafter" / WEIGHTS).write_bytes(b"")
+    assert init_source(tmp_path / "run") == "run"
+    assert init_source(tmp_path / "drafter") == "drafter"
+    assert init_source(tmp_path / "empty") is None
+
+
+def test_config_check_names_every_differing_field_and_honours_ignore():
+    from dspark_sim.train.trainer import ConfigMismatch, check_same_drafter
+
+    check_same_drafter({"a": 1, "sts": [1]}, {"a": 1, "sts": [2]}, "x", ignore=("sts",))
+    with pytest.raises(ConfigMismatch, match=r"x belongs .*differs in a, extra"):
+        check_same_drafter({"a": 1}, {"a": 2, "extra": 0}, "x")
