@@ -161,12 +161,9 @@ def hardware_curve(args, target, drafter):
     if args.hw != "measure":
         from dspark_sim.profiles.registry import load_hw_profile
         return load_hw_profile(args.hw)
-    from dspark_sim.decode.loop_profile import measure_decode_loop_profile
-    from dspark_sim.hardware.profiler import ProfileGrid
+    from dspark_sim.decode.local_curve import measure_local_curve
 
-    grid = ProfileGrid((1,), tuple(range(1, args.gamma + 2)), (128, 512), (), repeats=5, warmup=1)
-    prof, _ = measure_decode_loop_profile(target, [drafter], grid, args.gamma, "cpu",
-                                          "decode-loop-measured-now", "SmolLM2-135M-Instruct")
+    prof = measure_local_curve(target, drafter, args.gamma)
     steps = ", ".join(f"{x}: {y * 1e3:.1f}" for x, y in zip(prof.step_curve.x, prof.step_curve.y))
     print(f"decode-loop step curve (ms at w tokens): {steps}; draft "
           f"{prof.draft_time(drafter.kind, 1) * 1e3:.1f} ms", file=sys.stderr)

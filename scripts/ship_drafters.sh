@@ -110,7 +110,7 @@ calibrate)
   # checkpoint one after the other from those rollouts (no decoding).
   ckpt=$RUN/dspark-s${SEEDS%% *}$TAG/drafter
   printf "0\n1\n" | xargs -P "$JOBS" -I{} bash -c "$CLI calibrate --drafter $ckpt --temperature {} \
-    --n ${NCAL:-24} --gamma 7 --max-new-tokens $TOKENS --report $RUN/calibration-t{} --threads $THREADS \
+    --n ${NCAL:-48} --gamma 7 --max-new-tokens $TOKENS --report $RUN/calibration-t{} --threads $THREADS \
     --dry-run > logs/calibrate-t{}.log 2>&1"
   for t in 0 1; do
     $CLI calibrate --drafter $ckpt --rollouts $RUN/calibration-t$t/rollouts.npz \

@@ -68,18 +68,31 @@ def _result(gen, tokenizer) -> dict:
 
 
 def _scheduler_curve(verify: str, hw: str):
-    """None (--verify full: verify every draft) or the hardware profile the one-request
-    scheduler reads (--verify scheduled); checked before any model is loaded."""
+    """None (--verify full: verify every draft), the hardware profile the one-request
+    scheduler reads (--verify scheduled), or "measure"/"remeasure" (this machine's curve, timed
+    once the models are loaded); a named profile is checked before any model is loaded."""
     if verify == "full":
         return None
     if verify != "scheduled":
         raise InputError(f"must be full or scheduled, got {verify!r}", field="--verify")
+    if hw in ("measure", "remeasure"):
+        return hw                          # timed on this machine once the models are loaded
     from ..profiles.registry import load_hw_profile
 
     try:
         return load_hw_profile(hw)
     except (OSError, ValueError) as exc:
         raise InputError(str(exc), field="--hw") from None
+
+
+def _this_machine_curve(target, drafter, gamma: int, refresh: bool):
+    """This machine's decode-loop curve from the user's cache, timed (15-20 s) when missing."""
+    from ..decode.local_curve import cached_local_curve
+
+    def on_measure(path) -> None:
+        typer.echo(f"timing this machine's decode-loop step curve for the scheduler (once; "
+                   f"cached in {path})", err=True)
+    return cached_local_curve(target, drafter, gamma, refresh=refresh, on_measure=on_measure)
 
 
 def register(app: typer.Typer) -> None:
@@ -110,12 +123,13 @@ def register(app: typer.Typer) -> None:
                                    "confidence head verify all); the loop drafts no more than the "
                                    "scheduler could ever verify on that curve (a block drafter "
                                    "then runs a shorter block)."),
-        hw: str = typer.Option("cpu-1thread-smollm2-135m-decode-loop", "--hw", help="Hardware "
-                               "profile (shipped name or .yaml path) the scheduler reads with "
-                               "--verify scheduled. The default is this decode loop's own step "
-                               "curve for the embedded target on one CPU thread (measured with "
-                               "`profile --runner decode-loop`; measure your own for another "
-                               "target, device or thread count)."),
+        hw: str = typer.Option("measure", "--hw", help="The step-time curve the scheduler reads "
+                               "with --verify scheduled. measure (default): this decode loop's own "
+                               "curve on this machine, for this target, drafter, gamma and thread "
+                               "count, timed once (15-20 s on a CPU) and cached under the dspark-sim "
+                               "cache directory; remeasure: time it again; or a hardware profile "
+                               "(shipped name or .yaml path), e.g. "
+                               "cpu-1thread-smollm2-135m-decode-loop, measured on another CPU."),
         skip_drafting: bool = typer.Option(True, "--skip-drafting/--no-skip-drafting", help="With "
                                            "--verify scheduled: skip the draft step while the "
                                            "previous steps' confidences (a running mean of "
@@ -136,6 +150,8 @@ def register(app: typer.Typer) -> None:
             raise InputError("must not be empty", field="--prompt")
         curve = _scheduler_curve(verify, hw)
         tgt, drf = _load(target, drafter, device, threads)
+        if isinstance(curve, str):
+            curve = _this_machine_curve(tgt, drf, gamma, refresh=curve == "remeasure")
         if tgt.tokenizer is None:
             raise InputError("the target has no tokenizer; text prompts need one", field="--target")
         ids = encode_prompt(tgt.tokenizer, prompt, chat)

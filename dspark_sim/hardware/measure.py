@@ -15,20 +15,39 @@ from .profiler import ProfileGrid, Timing, profile_target
 from .roofline import Roofline
 
 
+_ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "asimd", "sve")
+
+
+def cpu_identity() -> dict:
+    """The CPU's model name and the vector-ISA flags that decide its kernels (a VM's model name
+    alone, "Intel(R) Xeon(R) Processor", does not tell an AVX2 machine from an AVX-512 one)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and value.strip():
+            model = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = set(value.split())
+    return {"cpu": model, "isa": sorted(f for f in _ISA_FLAGS if f in flags)}
+
+
 def describe_device(device: str) -> str:
-    """Human-readable device text for the profile: GPU name, or CPU model and threads."""
+    """Human-readable device text for the profile: GPU name, or CPU model, ISA and threads."""
     import torch
 
     if device == "cuda":
         return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    cpu = cpu_identity()
+    isa = f" [{'/'.join(cpu['isa'])}]" if cpu["isa"] else ""
     threads = torch.get_num_threads()
-    return f"{cpu}, {threads} torch thread{'s' if threads != 1 else ''} (torch {torch.__version__})"
+    return (f"{cpu['cpu']}{isa}, {threads} torch thread{'s' if threads != 1 else ''} "
+            f"(torch {torch.__version__})")
 
 
 def analytic_errors(roof: Roofline, timings: list[Timing]) -> list[dict]:

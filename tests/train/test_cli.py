@@ -18,7 +18,8 @@ def _prompt_file(path, n, seed):
     return path
 
 
-def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys):
+def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DSPARK_SIM_CACHE", str(tmp_path / "cache"))
     tgt = ["--target", str(tiny_model_dir), "--device", "cpu", "--threads", "1"]
     prompts = _prompt_file(tmp_path / "train.jsonl", 24, 0)
     assert main(["distill", "--out", str(tmp_path / "data"), "--prompts", str(prompts), "--no-builtin",
@@ -69,6 +70,14 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys):
                  "--hw", "cpu-2core-smollm2-135m", *tgt]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["identical"] and out["verify"] == "scheduled" and 0 <= out["mean_verified"] < 4
+    # by default the scheduler reads this machine's curve: timed once, then from the cache
+    scheduled = ["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",
+                 "--gamma", "4", "--max-new-tokens", "16", "--verify", "scheduled", *tgt]
+    assert main(scheduled) == 0
+    assert "timing this machine's decode-loop step curve" in capsys.readouterr().err
+    assert len(list((tmp_path / "cache" / "curves").glob("decode-loop-dspark-g4-*.yaml"))) == 1
+    assert main(scheduled) == 0
+    assert "timing" not in capsys.readouterr().err
     assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1", "--verify", "some",
                  *tgt]) == 2
 
