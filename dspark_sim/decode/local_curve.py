@@ -7,7 +7,7 @@ loop's own verify step at widths 1..gamma+1 (at 128- and 512-token contexts, so 
 tell the step from the attention over the context) and the drafter's draft step;
 `cached_local_curve` does that once per machine and keeps the profile in the user's cache,
 keyed by what changes the timings: the CPU (model name and vector ISA), torch's thread count
-and version, the target, the drafter and gamma.
+and version, the target, the drafter (and a trained drafter's architecture) and gamma.
 """
 from __future__ import annotations
 
@@ -33,9 +33,13 @@ def machine_key(target: Target, drafter: Drafter, gamma: int) -> dict:
         hardware = {"gpu": torch.cuda.get_device_name(target.device)}
     else:
         hardware = {**cpu_identity(), "threads": torch.get_num_threads()}
-    return {"device": device, **hardware, "torch": str(torch.__version__), "target": str(target.name),
-            "layers": target.num_layers, "drafter": drafter.name, "kind": drafter.kind,
-            "gamma": gamma}
+    key = {"device": device, **hardware, "torch": str(torch.__version__), "target": str(target.name),
+           "layers": target.num_layers, "drafter": drafter.name, "kind": drafter.kind,
+           "gamma": gamma}
+    cfg = getattr(drafter, "cfg", None)
+    if cfg is not None:                # a checkpoint retrained in place may change its shape;
+        key["architecture"] = {k: v for k, v in cfg.to_dict().items() if k != "sts"}   # not STS
+    return key
 
 
 def curve_cache_path(key: dict) -> Path:
