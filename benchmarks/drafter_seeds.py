@@ -120,6 +120,12 @@ def first_on_every_task(taus: dict, t: int) -> list[str]:
     return lines
 
 
+def _run_name(path: str) -> str:
+    """The run a warm start came from: its directory, not the `drafter` export inside it."""
+    p = Path(path)
+    return p.parent.name if p.name == "drafter" else p.name
+
+
 def training_rows(runs: Path, seeds: list[str], tag: str = "") -> list[str]:
     lines = ["| run | steps (this run + the run it started from) | train seconds (this run) | "
              "tokens in the data | held-out accept@1 | head start |",
@@ -134,7 +140,7 @@ def training_rows(runs: Path, seeds: list[str], tag: str = "") -> list[str]:
             init = s.get("seq_init") or {}
             head = f"bigram SVD, rank {init['rank']}, rel. error {init['relative_error']}" if init else "-"
             steps = f"{s['steps']}" if not s.get("prior_steps") else \
-                f"{s['total_steps']} ({s['steps']} + {s['prior_steps']} from {Path(s['init_from']).name})"
+                f"{s['total_steps']} ({s['steps']} + {s['prior_steps']} from {_run_name(s['init_from'])})"
             lines.append(f"| {kind}-s{seed}{tag} | {steps} | {s['train_seconds']:.0f} | {s['data']['tokens']} | "
                          f"{acc:.3f} | {head} |")
     return lines

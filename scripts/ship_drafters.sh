@@ -17,8 +17,13 @@
 # from scratch), FROM_SHIPPED (the optimizer steps of the shipped drafters: warm-start the first
 # seed's runs from dspark_sim/data/drafters/KIND with `train --init-from KIND --prior-steps N`,
 # their fp16 weights with fresh optimizer moments, the data order continuing after N steps; needs
-# RNN=0 and one seed). The shipped drafters: FROM="" TAG=-400 STEPS=240, i.e. 160 + 240 = 400 steps
-# each; the 800-step check: SEEDS=0 RNN=0 FROM_SHIPPED=400 TAG=-800 STEPS=400.
+# RNN=0 and one seed), FROM_EXPORTED (tag of finished runs whose exported drafters warm-start
+# every run the same way, fp16 weights and fresh optimizer moments, with PRIOR_STEPS steps of data
+# order skipped: FROM_SHIPPED for any seed). The shipped drafters: FROM="" TAG=-400 STEPS=240, i.e. 160 + 240 = 400 steps
+# each; the 800-step check: SEEDS=0 RNN=0 FROM_SHIPPED=400 TAG=-800 STEPS=400, and for seeds 1-2 of
+# DSpark and DFlash the same chain from scratch (export SEEDS="1 2" KINDS="dspark dflash" RNN=0):
+# STEPS=160 train; FROM= TAG=-400 STEPS=240 train;
+# FROM_EXPORTED=-400 PRIOR_STEPS=400 TAG=-800 STEPS=400 train ablate measure.
 # Every stage resumes where it stopped (training from its checkpoints, measuring from its record
 # files). Logs go to logs/, work files to runs/train/.
 set -euo pipefail
@@ -71,6 +76,9 @@ train)
     kind=$0; seed=$1; rowlen=1024; [ $kind = eagle3 ] && rowlen=512   # 7 unrolled passes per row
     head=markov; drafter=$kind; [ $kind = dspark_rnn ] && head=rnn && drafter=dspark
     init=; [ "'"${FROM+set}"'" = set ] && init="--init-from '"$RUN"'/$kind-s$seed'"${FROM:-}"'"
+    if [ -n "'"${FROM_EXPORTED+set}"'" ]; then
+      init="--init-from '"$RUN"'/$kind-s$seed'"${FROM_EXPORTED:-}"'/drafter --prior-steps '"${PRIOR_STEPS:-0}"'"
+    fi
     if [ -n "'"${FROM_SHIPPED:-}"'" ]; then
       [ -d '"$SHIP"'/$kind ] && [ $seed = '"${SEEDS%% *}"' ] || { echo "FROM_SHIPPED: no shipped $kind for seed $seed" >&2; exit 255; }
       init="--init-from '"$SHIP"'/$kind --prior-steps '"${FROM_SHIPPED:-}"'"

@@ -1,0 +1,38 @@
+"""benchmarks/drafter_seeds.py: the seed table's numbers come from the measured reports, and a
+warm start is named by the run it came from."""
+import importlib.util
+import json
+from pathlib import Path
+
+SPEC = importlib.util.spec_from_file_location(
+    "drafter_seeds", Path(__file__).resolve().parents[2] / "benchmarks" / "drafter_seeds.py")
+drafter_seeds = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(drafter_seeds)
+
+
+def _report(path: Path, taus: dict) -> None:
+    path.write_text(json.dumps({"tasks": {t: {"mean_tau": v} for t, v in taus.items()}}))
+
+
+def test_gains_and_spread_from_reports(tmp_path):
+    for seed, (a, b) in enumerate([(1.2, 1.0), (1.1, 1.0)]):
+        _report(tmp_path / f"dspark-s{seed}-800-t0.report.json", dict(math=a, code=a, chat=a))
+        _report(tmp_path / f"dflash-s{seed}-800-t0.report.json", dict(math=b, code=b, chat=b))
+    taus = drafter_seeds.load_taus(tmp_path, ["0", "1", "2"], "-800")
+    assert taus["dspark", 0]["math"] == [1.2, 1.1]
+    gain = drafter_seeds.macro_gains(taus, 0, "dspark", "dflash")
+    assert gain == "+15.0% (seed pairs +10.0% .. +20.0%)"
+    dspark_row = next(r for r in drafter_seeds.tau_table(taus, 0) if r.startswith("| DSpark |"))
+    assert "1.150 ± 0.050 (2 seeds)" in dspark_row
+
+
+def test_warm_start_named_by_its_run(tmp_path):
+    run = tmp_path / "dspark-s1-800"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({
+        "validation": {"accept@k": [0.465]}, "steps": 400, "prior_steps": 400, "total_steps": 800,
+        "init_from": "runs/train/dspark-s1-400/drafter", "train_seconds": 1058.0,
+        "data": {"tokens": 124440}}))
+    rows = drafter_seeds.training_rows(tmp_path, ["1"], "-800")
+    assert "800 (400 + 400 from dspark-s1-400)" in rows[2]
+    assert drafter_seeds._run_name("dspark_sim/data/drafters/dspark") == "dspark"
