@@ -19,8 +19,8 @@
 # their fp16 weights with fresh optimizer moments, the data order continuing after N steps; needs
 # RNN=0 and one seed), FROM_EXPORTED (tag of finished runs whose exported drafters warm-start
 # every run the same way, fp16 weights and fresh optimizer moments, with PRIOR_STEPS steps of data
-# order skipped: FROM_SHIPPED for any seed). The shipped drafters: FROM="" TAG=-400 STEPS=240, i.e. 160 + 240 = 400 steps
-# each; the 800-step check: SEEDS=0 RNN=0 FROM_SHIPPED=400 TAG=-800 STEPS=400, and for seeds 1-2 of
+# order skipped: FROM_SHIPPED for any seed). The shipped drafters: FROM="" TAG=-400 STEPS=240,
+# i.e. 160 + 240 = 400 steps each; the 800-step check: SEEDS=0 RNN=0 FROM_SHIPPED=400 TAG=-800 STEPS=400, and for seeds 1-2 of
 # DSpark and DFlash the same chain from scratch (export SEEDS="1 2" KINDS="dspark dflash" RNN=0):
 # STEPS=160 train; FROM= TAG=-400 STEPS=240 train;
 # FROM_EXPORTED=-400 PRIOR_STEPS=400 TAG=-800 STEPS=400 train ablate measure.

@@ -1,17 +1,11 @@
 """benchmarks/gate_replay.py prices recorded outputs exactly: its oracle bounds every policy, and
 the gate it replays is the shipped ScheduledVerify (skipping pays where drafts never land)."""
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from benchmarks import gate_replay
 from dspark_sim.profiles.registry import load_hw_profile
 
-SPEC = importlib.util.spec_from_file_location(
-    "gate_replay", Path(__file__).resolve().parents[2] / "benchmarks" / "gate_replay.py")
-gate_replay = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(gate_replay)
 GAMMA = 7
 
 

@@ -1,13 +1,9 @@
 """benchmarks/drafter_seeds.py: the seed table's numbers come from the measured reports, and a
 warm start is named by the run it came from."""
-import importlib.util
 import json
 from pathlib import Path
 
-SPEC = importlib.util.spec_from_file_location(
-    "drafter_seeds", Path(__file__).resolve().parents[2] / "benchmarks" / "drafter_seeds.py")
-drafter_seeds = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(drafter_seeds)
+from benchmarks import drafter_seeds
 
 
 def _report(path: Path, taus: dict) -> None:
