@@ -108,7 +108,7 @@ def first_on_every_task(taus: dict, t: int) -> list[str]:
     for task in TASKS:
         means = {k: np.mean(v[task]) for (k, tt), v in taus.items()
                  if tt == t and k in KINDS and task in v}
-        if "dspark" not in means:
+        if "dspark" not in means or len(means) < 2:    # nothing to rank DSpark against
             continue
         best = max(means, key=means.get)
         vals = taus["dspark", t][task]
@@ -121,9 +121,12 @@ def first_on_every_task(taus: dict, t: int) -> list[str]:
 
 
 def _run_name(path: str) -> str:
-    """The run a warm start came from: its directory, not the `drafter` export inside it."""
-    p = Path(path)
-    return p.parent.name if p.name == "drafter" else p.name
+    """The run a warm start came from: its directory, not the `drafter` export inside it (a
+    backbone start, `train --backbone-from`, is named as the backbone of that run)."""
+    backbone = path.startswith("backbone:")
+    p = Path(path.removeprefix("backbone:"))
+    name = p.parent.name if p.name == "drafter" else p.name
+    return f"the backbone of {name}" if backbone else name
 
 
 def training_rows(runs: Path, seeds: list[str], tag: str = "") -> list[str]:

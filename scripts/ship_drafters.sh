@@ -19,7 +19,9 @@
 # their fp16 weights with fresh optimizer moments, the data order continuing after N steps; needs
 # RNN=0 and one seed), FROM_EXPORTED (tag of finished runs whose exported drafters warm-start
 # every run the same way, fp16 weights and fresh optimizer moments, with PRIOR_STEPS steps of data
-# order skipped: FROM_SHIPPED for any seed). The shipped drafters: FROM="" TAG=-400 STEPS=240,
+# order skipped: FROM_SHIPPED for any seed), BACKBONE_FROM (tag of finished DFlash runs of the same
+# seed whose exported drafters start the DSpark runs' backbones, `train --backbone-from`, with
+# PRIOR_STEPS steps of data order skipped; the heads keep their bigram start). The shipped drafters: FROM="" TAG=-400 STEPS=240,
 # i.e. 160 + 240 = 400 steps each; the 800-step check: SEEDS=0 RNN=0 FROM_SHIPPED=400 TAG=-800 STEPS=400, and for seeds 1-2 of
 # DSpark and DFlash the same chain from scratch (export SEEDS="1 2" KINDS="dspark dflash" RNN=0):
 # STEPS=160 train; FROM= TAG=-400 STEPS=240 train;
@@ -46,6 +48,10 @@ SHIP=dspark_sim/data/drafters
 ACC=dspark_sim/data/acceptance
 TASKS="math=../shared/prompts/gsm8k/test.jsonl,code=../shared/prompts/humaneval/HumanEval.jsonl,chat=../shared/prompts/mt_bench/question.jsonl"
 stages=${*:-train ablate measure calibrate ship profiles speed table}
+n_starts=0
+for v in FROM FROM_EXPORTED BACKBONE_FROM; do [ -n "${!v+set}" ] && n_starts=$((n_starts + 1)); done   # set, even empty
+[ -n "${FROM_SHIPPED:-}" ] && n_starts=$((n_starts + 1))
+if [ $n_starts -gt 1 ]; then echo "give at most one of FROM, FROM_EXPORTED, FROM_SHIPPED" >&2; exit 2; fi
 mkdir -p logs "$RUN/measure"
 
 runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the first seed otherwise;
@@ -78,6 +84,9 @@ train)
     init=; [ "'"${FROM+set}"'" = set ] && init="--init-from '"$RUN"'/$kind-s$seed'"${FROM:-}"'"
     if [ -n "'"${FROM_EXPORTED+set}"'" ]; then
       init="--init-from '"$RUN"'/$kind-s$seed'"${FROM_EXPORTED:-}"'/drafter --prior-steps '"${PRIOR_STEPS:-0}"'"
+    fi
+    if [ -n "'"${BACKBONE_FROM+set}"'" ] && [ $kind = dspark ]; then
+      init="--backbone-from '"$RUN"'/dflash-s$seed'"${BACKBONE_FROM:-}"'/drafter --prior-steps '"${PRIOR_STEPS:-0}"'"
     fi
     if [ -n "'"${FROM_SHIPPED:-}"'" ]; then
       [ -d '"$SHIP"'/$kind ] && [ $seed = '"${SEEDS%% *}"' ] || { echo "FROM_SHIPPED: no shipped $kind for seed $seed" >&2; exit 255; }

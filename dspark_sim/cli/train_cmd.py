@@ -160,6 +160,17 @@ def register(app: typer.Typer) -> None:
         prior_steps: int = typer.Option(0, "--prior-steps", help="With --init-from an exported "
                                         "drafter: the optimizer steps it was trained for on this "
                                         "data, so the data order continues after them."),
+        backbone_from: Optional[Path] = typer.Option(None, "--backbone-from", help="DSpark only: "
+                                                     "an exported DFlash drafter of the same shape "
+                                                     "whose weights start the block backbone (the "
+                                                     "sequential and confidence heads keep their "
+                                                     "own start), fresh optimizer moments, the "
+                                                     "data order skipping --prior-steps. Not with "
+                                                     "--init-from."),
+        backbone_loss: float = typer.Option(0.0, "--backbone-loss", help="DSpark only: weight of "
+                                            "an extra 0.1 CE + 0.9 TV term on the backbone's "
+                                            "logits without the sequential bias (0 = the "
+                                            "paper's objective)."),
         export: Optional[Path] = typer.Option(None, "--export", help="Also write the fp16 drafter here."),
         checkpoint_minutes: float = typer.Option(5.0, "--checkpoint-minutes", help="Minutes between checkpoints."),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " Training uses bf16 "
@@ -192,9 +203,20 @@ def register(app: typer.Typer) -> None:
                              f"({WEIGHTS})", file=init_from, field="--init-from")
         if prior_steps < 0:
             raise InputError(f"must be >= 0, got {prior_steps}", field="--prior-steps")
-        if prior_steps and source != "drafter":
-            raise InputError("only with --init-from an exported drafter (a run directory "
-                             "records its own steps)", field="--prior-steps")
+        if backbone_from is not None:
+            if init_from is not None:
+                raise InputError("give --init-from or --backbone-from, not both", field="--backbone-from")
+            if drafter != "dspark":
+                raise InputError(f"only for --drafter dspark, not {drafter}", field="--backbone-from")
+            if init_source(backbone_from) != "drafter":
+                raise InputError(f"not an exported drafter ({WEIGHTS})", file=backbone_from,
+                                 field="--backbone-from")
+        if backbone_loss < 0 or (backbone_loss > 0 and drafter != "dspark"):
+            raise InputError(f"must be >= 0 and only for --drafter dspark, got {backbone_loss}",
+                             field="--backbone-loss")
+        if prior_steps and source != "drafter" and backbone_from is None:
+            raise InputError("only with --init-from or --backbone-from an exported drafter (a run "
+                             "directory records its own steps)", field="--prior-steps")
         for d in data:
             if not (d.is_dir() or (d.suffix == ".npz" and d.is_file())):
                 raise InputError("not a self-distillation directory or .npz pack", file=d,
@@ -223,7 +245,7 @@ def register(app: typer.Typer) -> None:
         cfg = TrainConfig(lr=lr, row_len=row_len, rows_per_batch=rows, steps=steps,
                           budget_minutes=budget_minutes, seed=seed, checkpoint_minutes=checkpoint_minutes,
                           autocast_bf16=tgt.device.type == "cuda", seq_lr_mult=seq_lr_mult,
-                          loss=LossWeights(anchors_per_row=anchors))
+                          loss=LossWeights(anchors_per_row=anchors, backbone=backbone_loss))
         with _progress(f"training {drafter}") as bar:
             task = bar.add_task("train", total=None, info="")
 
@@ -236,9 +258,10 @@ def register(app: typer.Typer) -> None:
             try:
                 summary = train_drafter(module, tgt, cache, out, cfg, resume=resume, export_dir=export,
                                         init_from=init_from, prior_steps=prior_steps,
-                                        on_step=on_step)
+                                        backbone_from=backbone_from, on_step=on_step)
             except ConfigMismatch as exc:
-                raise InputError(str(exc), field="--init-from" if init_from else "--out") from exc
+                field = "--init-from" if init_from else "--backbone-from" if backbone_from else "--out"
+                raise InputError(str(exc), field=field) from exc
         typer.echo(json.dumps({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))
         typer.echo(f"validation: {json.dumps(summary['validation'])}")
 

@@ -3,7 +3,9 @@
 - MTP-1: soft CE to the target's next-next-token distribution.
 - Eagle3: soft CE per unrolled step j, weighted 0.8^j.
 - DFlash: CE to the data tokens, block position k weighted exp(-(k-1)/4).
-- DSpark: 0.1 CE + 0.9 TV + 1.0 BCE(confidence, 1 - TV detached and clamped), same weights.
+- DSpark: 0.1 CE + 0.9 TV + 1.0 BCE(confidence, 1 - TV detached and clamped), same weights;
+  optionally plus `backbone` x (0.1 CE + 0.9 TV) of the backbone's logits without the
+  sequential bias (a signal of its own for the parallel drafter; 0 by default, as in the paper).
 Blocks use many anchors per packed row; an anchor's block sees only its own sequence's
 context strictly before the anchor. Logits over the vocabulary are formed in checkpointed
 chunks so memory stays at one chunk of [positions, V].
@@ -27,6 +29,7 @@ class LossWeights:
     ce: float = 0.1
     tv: float = 0.9
     confidence: float = 1.0
+    backbone: float = 0.0            # DSpark: weight of the bias-free backbone's own CE + TV
     position_decay: float = 4.0      # w_k = exp(-(k-1)/decay)
     step_decay: float = 0.8          # Eagle3 unroll step weight
     anchors_per_row: int = 256
@@ -165,6 +168,15 @@ def block_loss(drafter, batch: Batch, head: TargetHead, w: LossWeights, gen: tor
     if not is_dspark:
         return ce, metrics
     loss = w.ce * ce + w.tv * tv
+    if w.backbone > 0:
+        plain = head_terms(drafter, head, w.chunk, flat(h), label_rows=flat(drafter.vocab.index(labels)),
+                           **tgt)
+        bb = plain.new_zeros(sel.shape[0], plain.shape[1])
+        bb[sel] = plain
+        bb = bb.view_as(full)
+        bb_tv = _wmean(bb[..., 2], weights)
+        loss = loss + w.backbone * (w.ce * _wmean(bb[..., 0], weights * bb[..., 4]) + w.tv * bb_tv)
+        metrics["tv_backbone"] = bb_tv.item()
     conf = drafter.confidence_logits(h, prev)
     if conf is not None:
         label = (1 - full[..., 2].detach()).clamp(0, 1)

@@ -114,16 +114,20 @@ def new_drafter(kind: str, target: Any, cache: FeatureCache, *, seq_init: str = 
 def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run_dir: str | Path,
                   cfg: TrainConfig, *, resume: bool = True, export_dir: str | Path | None = None,
                   init_from: str | Path | None = None, prior_steps: int = 0,
+                  backbone_from: str | Path | None = None,
                   on_step: Callable[[int, int, dict], None] | None = None) -> dict:
     """Train (resuming a run in `run_dir` when present, else warm-starting from `init_from`
     when given: a run directory's weights and moments, or an exported drafter's weights after
-    `prior_steps` steps), validate, export fp16; return a summary."""
+    `prior_steps` steps; or a DSpark backbone from the exported DFlash `backbone_from`), validate,
+    export fp16; return a summary."""
     run_dir = Path(run_dir)
     device = target.device
     module.to(device)
     trainer = Trainer(module, cache, TargetHead.from_model(target.model), cfg, run_dir, device, on_step)
     resumed = trainer.try_resume() if resume else False
-    if not resumed and init_from is not None:
+    if not resumed and backbone_from is not None:
+        trainer.warm_start_backbone(backbone_from, prior_steps)
+    elif not resumed and init_from is not None:
         if init_source(init_from) == "run":
             trainer.warm_start(init_from)
         else:

@@ -26,6 +26,12 @@ from .targethead import TargetHead
 STATE = "trainer_state.pt"
 
 
+# Fields in which a DFlash drafter may differ from the DSpark drafter whose backbone it starts
+# (the heads DFlash lacks, its kind, calibration), and DSpark's own parameters a DFlash lacks.
+BACKBONE_FREE_FIELDS = ("kind", "seq_head", "seq_rank", "confidence", "sts")
+DSPARK_HEAD_PREFIXES = ("seq_head.", "conf_head.")
+
+
 class ConfigMismatch(ValueError):
     """A trainer state belongs to a different drafter configuration than the module."""
 
@@ -197,6 +203,32 @@ class Trainer:
         self.module.load_state_dict(source.state_dict())
         self.data_offset = prior_steps
         self.init_from = str(drafter_dir)
+        return self.data_offset
+
+    def warm_start_backbone(self, drafter_dir: str | Path, prior_steps: int) -> int:
+        """Start a DSpark drafter's block backbone (everything but its sequential and confidence
+        heads, which keep their own start) from an exported DFlash drafter of the same shape,
+        with fresh optimizer moments and a fresh schedule; the data stream skips the
+        `prior_steps` steps that drafter was trained for. Returns `prior_steps`."""
+        from ..decode.drafters.checkpoint import load_module
+
+        if prior_steps < 0:
+            raise ValueError(f"prior_steps must be >= 0, got {prior_steps}")
+        if self.module.cfg.kind != "dspark":
+            raise ConfigMismatch(f"a backbone start is for a dspark drafter, not {self.module.cfg.kind}")
+        source = load_module(drafter_dir)
+        if source.cfg.kind != "dflash":
+            raise ConfigMismatch(f"{drafter_dir} is a {source.cfg.kind} drafter; the backbone "
+                                 "comes from a dflash one")
+        check_same_drafter(self.module.cfg.to_dict(), source.cfg.to_dict(), drafter_dir,
+                           ignore=BACKBONE_FREE_FIELDS)
+        missing, unexpected = self.module.load_state_dict(source.state_dict(), strict=False)
+        foreign = [k for k in missing if not k.startswith(DSPARK_HEAD_PREFIXES)] + list(unexpected)
+        if foreign:
+            raise ConfigMismatch(f"{drafter_dir}: weights do not match the backbone "
+                                 f"({', '.join(sorted(foreign)[:4])})")
+        self.data_offset = prior_steps
+        self.init_from = f"backbone:{drafter_dir}"
         return self.data_offset
 
     # ---- loop ---------------------------------------------------------------------------------

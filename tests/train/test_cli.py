@@ -58,6 +58,21 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
     assert main([*more, "--seq-rank", "8", "--out", str(tmp_path / "run5"), "--init-from", str(run),
                  "--prior-steps", "8"]) == 2          # a run directory records its own steps
     assert "--prior-steps" in capsys.readouterr().err
+    # a DSpark drafter whose backbone starts from an exported DFlash one (the heads keep theirs)
+    dflash = ["train", "--drafter", "dflash", *more[3:]]
+    assert main([*dflash, "--seq-rank", "8", "--out", str(tmp_path / "df")]) == 0
+    assert main([*more, "--seq-rank", "8", "--out", str(tmp_path / "bb"), "--backbone-from",
+                 str(tmp_path / "df" / "drafter"), "--prior-steps", "3", "--backbone-loss", "0.5"]) == 0
+    bb = json.loads((tmp_path / "bb" / "summary.json").read_text())
+    assert bb["init_from"].startswith("backbone:") and bb["total_steps"] == 6
+    capsys.readouterr()
+    for bad, field in (([*more, "--backbone-from", str(tmp_path / "df" / "drafter"), "--init-from", str(run)],
+                        "--backbone-from"),
+                       ([*dflash, "--backbone-from", str(tmp_path / "df" / "drafter")], "--backbone-from"),
+                       ([*more, "--backbone-from", str(run / "drafter")], "--backbone-from"),   # not DFlash
+                       ([*dflash, "--backbone-loss", "1"], "--backbone-loss")):
+        assert main([*bad, "--seq-rank", "8", "--out", str(tmp_path / "bad")]) == 2
+        assert field in capsys.readouterr().err
 
     capsys.readouterr()
     assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",

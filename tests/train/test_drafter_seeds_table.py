@@ -32,3 +32,14 @@ def test_warm_start_named_by_its_run(tmp_path):
     rows = drafter_seeds.training_rows(tmp_path, ["1"], "-800")
     assert "800 (400 + 400 from dspark-s1-400)" in rows[2]
     assert drafter_seeds._run_name("dspark_sim/data/drafters/dspark") == "dspark"
+    assert drafter_seeds._run_name("backbone:runs/train/dflash-s1-400/drafter") == \
+        "the backbone of dflash-s1-400"
+
+
+def test_dspark_alone_is_not_ranked_first(tmp_path):
+    _report(tmp_path / "dspark-s0-bb800-t0.report.json", dict(math=1.2, code=1.2, chat=1.2))
+    taus = drafter_seeds.load_taus(tmp_path, ["0"], "-bb800")
+    assert drafter_seeds.first_on_every_task(taus, 0) == []
+    _report(tmp_path / "dflash-s0-bb800-t0.report.json", dict(math=1.3, code=1.0, chat=1.0))
+    lines = drafter_seeds.first_on_every_task(drafter_seeds.load_taus(tmp_path, ["0"], "-bb800"), 0)
+    assert lines[0].startswith("- math: first DFlash") and "code: first DSpark" in lines[1]

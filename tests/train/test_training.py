@@ -117,3 +117,50 @@ def test_config_check_names_every_differing_field_and_honours_ignore():
     check_same_drafter({"a": 1, "sts": [1]}, {"a": 1, "sts": [2]}, "x", ignore=("sts",))
     with pytest.raises(ConfigMismatch, match=r"x belongs .*differs in a, extra"):
         check_same_drafter({"a": 1}, {"a": 2, "extra": 0}, "x")
+
+
+def test_backbone_start_copies_a_dflash_backbone_and_keeps_dsparks_heads(
+        target, cache, vocab_ids, tmp_path):
+    from dspark_sim.decode.drafters.checkpoint import save_drafter
+    from dspark_sim.train.trainer import ConfigMismatch
+
+    dflash = _trainer("dflash", target, cache, vocab_ids, tmp_path / "a", steps=3)
+    dflash.run()
+    save_drafter(dflash.module, tmp_path / "dflash")
+    dspark = _trainer("dspark", target, cache, vocab_ids, tmp_path / "b", steps=2)
+    heads = {k: v.clone() for k, v in dspark.module.state_dict().items()
+             if k.startswith(("seq_head.", "conf_head."))}
+    assert heads and dspark.warm_start_backbone(tmp_path / "dflash", prior_steps=3) == 3
+    mine = dspark.module.state_dict()
+    for k, a in dflash.module.state_dict().items():
+        want = a.half().float() if a.is_floating_point() else a
+        assert torch.equal(want, mine[k]), k
+    for k, v in heads.items():
+        assert torch.equal(v, mine[k]), k                       # the heads keep their own start
+    assert dspark._rows_for(0) == dflash._rows_for(3)
+    assert dspark.init_from == f"backbone:{tmp_path / 'dflash'}"
+    save_drafter(dspark.module, tmp_path / "dspark")
+    with pytest.raises(ConfigMismatch, match="dspark drafter; the backbone comes from a dflash"):
+        _trainer("dspark", target, cache, vocab_ids, tmp_path / "c").warm_start_backbone(
+            tmp_path / "dspark", prior_steps=0)
+    with pytest.raises(ConfigMismatch, match="for a dspark drafter, not dflash"):
+        _trainer("dflash", target, cache, vocab_ids, tmp_path / "d").warm_start_backbone(
+            tmp_path / "dflash", prior_steps=0)
+
+
+def test_backbone_loss_adds_the_bias_free_backbone_terms(
+        target, cache, vocab_ids):
+    from dspark_sim.train.batches import make_batch
+    from dspark_sim.train.objectives import compute_loss
+
+    mod = bound_module(tiny_config("dspark", target), target, vocab_ids)
+    batch = make_batch(cache, [[0, 1], [2, 3]], 128)
+    head = TargetHead.from_model(target)
+    losses = {}
+    for wb in (0.0, 0.5):
+        gen = torch.Generator().manual_seed(0)
+        w = LossWeights(anchors_per_row=24, chunk=128, backbone=wb)
+        losses[wb], metrics = compute_loss(mod, batch, head, w, gen)
+    assert "tv_backbone" in metrics and 0 < metrics["tv_backbone"] <= 1
+    extra = (losses[0.5] - losses[0.0]).item()
+    assert extra > 0.5 * 0.9 * metrics["tv_backbone"] * 0.99     # at least the TV part of the term
