@@ -51,7 +51,7 @@ stages=${*:-train ablate measure calibrate ship profiles speed table}
 n_starts=0
 for v in FROM FROM_EXPORTED BACKBONE_FROM; do [ -n "${!v+set}" ] && n_starts=$((n_starts + 1)); done   # set, even empty
 [ -n "${FROM_SHIPPED:-}" ] && n_starts=$((n_starts + 1))
-if [ $n_starts -gt 1 ]; then echo "give at most one of FROM, FROM_EXPORTED, FROM_SHIPPED" >&2; exit 2; fi
+if [ $n_starts -gt 1 ]; then echo "give at most one of FROM, FROM_EXPORTED, BACKBONE_FROM, FROM_SHIPPED" >&2; exit 2; fi
 mkdir -p logs "$RUN/measure"
 
 runs() {   # "KIND SEED" for every run: all seeds for SEEDS_EXTRA_KINDS, the first seed otherwise;

@@ -152,30 +152,29 @@ def block_loss(drafter, batch: Batch, head: TargetHead, w: LossWeights, gen: tor
     b_idx = torch.arange(anchors.shape[0], device=anchors.device).view(-1, 1, 1)
     tgt = dict(tgt_hidden=flat(batch.last[b_idx, lab_pos - 1]), tgt_lse=flat(batch.lse[b_idx, lab_pos - 1]),
                tgt_top=flat(batch.top[b_idx, lab_pos - 1])) if with_target else {}
-    bias = drafter.block_bias(h, prev) if is_dspark else None
-    terms = head_terms(drafter, head, w.chunk, flat(h), label_rows=flat(drafter.vocab.index(labels)),
-                       bias=None if bias is None else flat(bias), **tgt)
-    full = terms.new_zeros(sel.shape[0], terms.shape[1])
-    full[sel] = terms
-    full = full.view(*ok.shape, terms.shape[1])
+    label_rows = flat(drafter.vocab.index(labels))
     weights = position_weights(g, w.position_decay, h.device) * ok.float()
-    ce = _wmean(full[..., 0], weights * full[..., 4])
+
+    def slot_terms(bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Head terms [B, N, gamma, 5] of every block slot (zeros outside `ok`), weighted CE, TV."""
+        terms = head_terms(drafter, head, w.chunk, flat(h), label_rows=label_rows,
+                           bias=None if bias is None else flat(bias), **tgt)
+        full = terms.new_zeros(sel.shape[0], terms.shape[1])
+        full[sel] = terms
+        full = full.view(*ok.shape, terms.shape[1])
+        return full, _wmean(full[..., 0], weights * full[..., 4]), _wmean(full[..., 2], weights)
+
+    full, ce, tv = slot_terms(drafter.block_bias(h, prev) if is_dspark else None)
     metrics = {"ce": ce.item(), "agree@k": _per_slot(full[..., 3], ok)}
-    tv = _wmean(full[..., 2], weights)
     if with_target:
         metrics["tv"] = tv.item()
         metrics["accept@k"] = _per_slot(1 - full[..., 2].detach(), ok)
     if not is_dspark:
         return ce, metrics
     loss = w.ce * ce + w.tv * tv
-    if w.backbone > 0:
-        plain = head_terms(drafter, head, w.chunk, flat(h), label_rows=flat(drafter.vocab.index(labels)),
-                           **tgt)
-        bb = plain.new_zeros(sel.shape[0], plain.shape[1])
-        bb[sel] = plain
-        bb = bb.view_as(full)
-        bb_tv = _wmean(bb[..., 2], weights)
-        loss = loss + w.backbone * (w.ce * _wmean(bb[..., 0], weights * bb[..., 4]) + w.tv * bb_tv)
+    if w.backbone > 0:   # the backbone's own logits, without the sequential bias
+        _, bb_ce, bb_tv = slot_terms(None)
+        loss = loss + w.backbone * (w.ce * bb_ce + w.tv * bb_tv)
         metrics["tv_backbone"] = bb_tv.item()
     conf = drafter.confidence_logits(h, prev)
     if conf is not None:

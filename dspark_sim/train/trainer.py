@@ -188,18 +188,27 @@ class Trainer:
         self.init_from = str(run_dir)
         return self.data_offset
 
-    def warm_start_weights(self, drafter_dir: str | Path, prior_steps: int) -> int:
-        """Start from an exported drafter's weights (config.json + model.safetensors, e.g. a
-        shipped one) with fresh optimizer moments and a fresh schedule; the data stream skips
-        the `prior_steps` optimizer steps that drafter was trained for. Returns `prior_steps`."""
+    def _exported(self, drafter_dir: str | Path, prior_steps: int, *, ignore: tuple,
+                  kind: str | None = None) -> nn.Module:
+        """The exported drafter at `drafter_dir`, checked against this module's configuration
+        (fields in `ignore` may differ; `kind`: the kind it must be)."""
         from ..decode.drafters.checkpoint import load_module
 
         if prior_steps < 0:
             raise ValueError(f"prior_steps must be >= 0, got {prior_steps}")
         source = load_module(drafter_dir)
+        if kind is not None and source.cfg.kind != kind:
+            raise ConfigMismatch(f"{drafter_dir} is a {source.cfg.kind} drafter; the backbone "
+                                 f"comes from a {kind} one")
+        check_same_drafter(self.module.cfg.to_dict(), source.cfg.to_dict(), drafter_dir, ignore=ignore)
+        return source
+
+    def warm_start_weights(self, drafter_dir: str | Path, prior_steps: int) -> int:
+        """Start from an exported drafter's weights (config.json + model.safetensors, e.g. a
+        shipped one) with fresh optimizer moments and a fresh schedule; the data stream skips
+        the `prior_steps` optimizer steps that drafter was trained for. Returns `prior_steps`."""
         # calibration (sts) is refitted after training, so it may differ
-        check_same_drafter(self.module.cfg.to_dict(), source.cfg.to_dict(), drafter_dir,
-                           ignore=("sts",))
+        source = self._exported(drafter_dir, prior_steps, ignore=("sts",))
         self.module.load_state_dict(source.state_dict())
         self.data_offset = prior_steps
         self.init_from = str(drafter_dir)
@@ -210,18 +219,10 @@ class Trainer:
         heads, which keep their own start) from an exported DFlash drafter of the same shape,
         with fresh optimizer moments and a fresh schedule; the data stream skips the
         `prior_steps` steps that drafter was trained for. Returns `prior_steps`."""
-        from ..decode.drafters.checkpoint import load_module
-
-        if prior_steps < 0:
-            raise ValueError(f"prior_steps must be >= 0, got {prior_steps}")
         if self.module.cfg.kind != "dspark":
             raise ConfigMismatch(f"a backbone start is for a dspark drafter, not {self.module.cfg.kind}")
-        source = load_module(drafter_dir)
-        if source.cfg.kind != "dflash":
-            raise ConfigMismatch(f"{drafter_dir} is a {source.cfg.kind} drafter; the backbone "
-                                 "comes from a dflash one")
-        check_same_drafter(self.module.cfg.to_dict(), source.cfg.to_dict(), drafter_dir,
-                           ignore=BACKBONE_FREE_FIELDS)
+        source = self._exported(drafter_dir, prior_steps, ignore=BACKBONE_FREE_FIELDS,
+                                kind="dflash")
         missing, unexpected = self.module.load_state_dict(source.state_dict(), strict=False)
         foreign = [k for k in missing if not k.startswith(DSPARK_HEAD_PREFIXES)] + list(unexpected)
         if foreign:
