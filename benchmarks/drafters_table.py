@@ -140,21 +140,22 @@ def previous_section(results: Path, title: str) -> list[str]:
 
 def training_rows(runs: Path, snapshot: Path, suffix: str = "") -> list[dict]:
     """One row per drafter from the training summaries (runs/KIND{suffix}/summary.json); they are
-    also saved to `snapshot`, which stands in for them on a machine where the runs are gone."""
-    rows = []
+    also saved to `snapshot`, which stands in for them on a machine where the runs are gone (a
+    kind whose run is gone keeps its snapshot row, so re-shipping one drafter keeps the others)."""
+    saved = {r["kind"]: r for r in json.loads(snapshot.read_text())["drafters"]} if snapshot.is_file() else {}
+    fresh = {}
     for kind in KINDS:
         p = runs / f"{kind}{suffix}" / "summary.json"
         if not p.is_file():
             continue
         s = json.loads(p.read_text())
         acc = s["validation"].get("accept@k") or s["validation"].get("agree@k") or []
-        rows.append({"kind": kind, "parameters": s["parameters"], "steps": s.get("total_steps", s["steps"]),
-                     "train_seconds": s["train_seconds"], "prior_steps": s.get("prior_steps", 0), "records": s["data"]["records"],
-                     "tokens": s["data"]["tokens"], "accept_at_k": acc})
-    if rows:
+        fresh[kind] = {"kind": kind, "parameters": s["parameters"], "steps": s.get("total_steps", s["steps"]),
+                       "train_seconds": s["train_seconds"], "prior_steps": s.get("prior_steps", 0),
+                       "records": s["data"]["records"], "tokens": s["data"]["tokens"], "accept_at_k": acc}
+    rows = [fresh.get(kind) or saved[kind] for kind in KINDS if kind in fresh or kind in saved]
+    if fresh:
         write_text_atomic(snapshot, json.dumps({"source": str(runs), "drafters": rows}, indent=1) + "\n")
-    elif snapshot.is_file():
-        rows = json.loads(snapshot.read_text())["drafters"]
     return rows
 
 

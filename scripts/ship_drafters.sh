@@ -20,7 +20,7 @@
 # RNN=0 and one seed), FROM_EXPORTED (tag of finished runs whose exported drafters warm-start
 # every run the same way, fp16 weights and fresh optimizer moments, with PRIOR_STEPS steps of data
 # order skipped: FROM_SHIPPED for any seed), BACKBONE_FROM (tag of finished DFlash runs of the same
-# seed whose exported drafters start the DSpark runs' backbones, `train --backbone-from`, with
+# seed whose exported drafters start the DSpark runs' backbones (Markov and RNN heads), `train --backbone-from`, with
 # PRIOR_STEPS steps of data order skipped; the heads keep their bigram start). The shipped drafters: FROM="" TAG=-400 STEPS=240,
 # i.e. 160 + 240 = 400 steps each; the 800-step check: SEEDS=0 RNN=0 FROM_SHIPPED=400 TAG=-800 STEPS=400, and for seeds 1-2 of
 # DSpark and DFlash the same chain from scratch (export SEEDS="1 2" KINDS="dspark dflash" RNN=0):
@@ -85,7 +85,7 @@ train)
     if [ -n "'"${FROM_EXPORTED+set}"'" ]; then
       init="--init-from '"$RUN"'/$kind-s$seed'"${FROM_EXPORTED:-}"'/drafter --prior-steps '"${PRIOR_STEPS:-0}"'"
     fi
-    if [ -n "'"${BACKBONE_FROM+set}"'" ] && [ $kind = dspark ]; then
+    if [ -n "'"${BACKBONE_FROM+set}"'" ] && [ $drafter = dspark ]; then
       init="--backbone-from '"$RUN"'/dflash-s$seed'"${BACKBONE_FROM:-}"'/drafter --prior-steps '"${PRIOR_STEPS:-0}"'"
     fi
     if [ -n "'"${FROM_SHIPPED:-}"'" ]; then
