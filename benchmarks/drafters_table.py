@@ -153,7 +153,8 @@ def training_rows(runs: Path, snapshot: Path, suffix: str = "") -> list[dict]:
         fresh[kind] = {"kind": kind, "parameters": s["parameters"], "steps": s.get("total_steps", s["steps"]),
                        "train_seconds": s["train_seconds"], "prior_steps": s.get("prior_steps", 0),
                        "records": s["data"]["records"], "tokens": s["data"]["tokens"], "accept_at_k": acc}
-    rows = [fresh.get(kind) or saved[kind] for kind in KINDS if kind in fresh or kind in saved]
+    merged = {**saved, **fresh}
+    rows = [merged[kind] for kind in KINDS if kind in merged]
     if fresh:
         write_text_atomic(snapshot, json.dumps({"source": str(runs), "drafters": rows}, indent=1) + "\n")
     return rows
