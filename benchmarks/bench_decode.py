@@ -34,6 +34,7 @@ from dspark_sim.decode.loading import load_target
 from dspark_sim.decode.prompts import BUILTIN_TASKS, builtin_prompts, encode_prompt, parse_tasks
 from dspark_sim.decode.speculate import plain_generate, speculative_generate
 from dspark_sim.fileio import write_json_atomic
+from dspark_sim.hardware.measure import describe_device
 
 
 def main() -> None:
@@ -151,7 +152,8 @@ def main() -> None:
           + ", ".join(f"{t} {b['best_k']}" for t, b in bounds.items()))
     if args.json:
         write_json_atomic(args.json, {"args": vars(args), "records": records, "bounds": bounds,
-                                      "curve": curve.name, "load_after": os.getloadavg()[0]})
+                                      "curve": curve.name, "device": describe_device("cpu"),
+                                      "load_after": os.getloadavg()[0]})
 
 
 def hardware_curve(args, target, drafter):

@@ -83,8 +83,9 @@ def summarize(records: list[Record], settings: Settings) -> dict[str, Any]:
             "tasks": {name: task_summary(recs, settings.gamma) for name, recs in tasks.items()}}
 
 
-def _fmt(x: float, digits: int = 2) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+def _fmt(x: float | None, digits: int = 2, unit: str = "") -> str:
+    """`x` to `digits` places with `unit` after it; "n/a" (no unit) when it was not measured."""
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}f}{unit}"
 
 
 def markdown(summary: dict[str, Any], command: str, environment: str) -> str:
@@ -107,8 +108,8 @@ def markdown(summary: dict[str, Any], command: str, environment: str) -> str:
         lo, hi = t["mean_tau_ci95"]
         lines.append(f"| {name} | {t['requests']} | {t['steps']} | {_fmt(t['mean_tau'], 3)} | "
                      f"[{_fmt(lo, 3)}, {_fmt(hi, 3)}] | {_fmt(t['spec_tokens_per_s'], 1)} | "
-                     f"{_fmt(t.get('plain_tokens_per_s'), 1)} | {_fmt(t.get('speedup'))}x | "
-                     f"{_fmt(t.get('speedup_median_request'))}x | {_fmt(t['mean_drafted'])} | "
+                     f"{_fmt(t.get('plain_tokens_per_s'), 1)} | {_fmt(t.get('speedup'), unit='x')} | "
+                     f"{_fmt(t.get('speedup_median_request'), unit='x')} | {_fmt(t['mean_drafted'])} | "
                      f"{_fmt(100 * t['no_draft_steps'], 1)}% | {t.get('identical_to_plain', 'n/a')} |")
     head = " | ".join(f"k={k}" for k in range(1, gamma + 1))
     lines += ["", "## Conditional acceptance by position", "",

@@ -2,6 +2,8 @@
 drafter whose run is gone, from the committed snapshot, so re-shipping one drafter keeps the
 others' rows."""
 import json
+
+import pytest
 from pathlib import Path
 
 from benchmarks import drafters_table
@@ -27,3 +29,27 @@ def test_one_fresh_run_keeps_the_other_rows(tmp_path):
     saved = {r["kind"]: r for r in json.loads(snapshot.read_text())["drafters"]}
     assert saved.keys() == rows.keys() and saved["dspark"]["accept_at_k"] == [0.45]
     assert drafters_table.training_rows(tmp_path / "gone", snapshot) == list(rows.values())
+
+
+def test_missing_measure_directory_is_an_error(tmp_path, monkeypatch, capsys):
+    missing = tmp_path / "no-such-measure"
+    monkeypatch.setattr("sys.argv", ["drafters_table.py", "--measure", str(missing), "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit) as exc:
+        drafters_table.main()
+    assert exc.value.code == 2 and str(missing) in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()                    # nothing written
+    missing.mkdir()                                           # a directory with no reports
+    with pytest.raises(SystemExit):
+        drafters_table.main()
+
+
+def test_seed_table_refuses_a_seed_without_reports(tmp_path):
+    import argparse
+    from benchmarks import drafter_seeds
+    measure, out = tmp_path / "measure", tmp_path / "seeds.md"
+    measure.mkdir()
+    (measure / "dspark-s0-x-t0.report.json").write_text(json.dumps({"tasks": {}}))
+    args = argparse.Namespace(measure=measure, runs=tmp_path, seeds="0 1", tag="-x", out=out)
+    with pytest.raises(SystemExit, match="seed\\(s\\) 1"):
+        drafter_seeds.table(args)
+    assert not out.exists()
