@@ -50,6 +50,9 @@ def main() -> None:
                          "'measure' (default): time this decode loop's step curve first, in this run")
     ap.add_argument("--skip-drafting", choices=("on", "off", "both"), default="on",
                     help="the scheduled decoder's draft gate (both: run it with and without)")
+    ap.add_argument("--lagged", action="store_true",
+                    help="also run the lagged scheduler (budget from the previous draft step's "
+                         "confidences by an unconstrained search; skip-drafting unless --skip-drafting off)")
     ap.add_argument("--hf", action="store_true", help="also time transformers' generate()")
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs of every decoder per prompt, interleaved in rotated order; each "
@@ -79,9 +82,9 @@ def main() -> None:
 
     curve = hardware_curve(args, target, drafter)
 
-    def scheduled(ids, skip=True):
+    def scheduled(ids, skip=True, lagged=False):
         from dspark_sim.serve.single import ScheduledVerify
-        hook = ScheduledVerify(curve, drafter.kind, args.gamma, skip_drafting=skip)
+        hook = ScheduledVerify(curve, drafter.kind, args.gamma, skip_drafting=skip, lagged=lagged)
         g = speculative_generate(target, drafter, ids, max_new_tokens=args.tokens, gamma=args.gamma,
                                  verify_len=hook, draft_budget=hook.draft_budget)
         verified = sum(g.verified) / len(g.verified) if g.verified else 0.0
@@ -99,6 +102,8 @@ def main() -> None:
         runners["scheduled"] = scheduled
     if args.scheduled and args.skip_drafting in ("off", "both"):
         runners["sched-noskip"] = lambda ids: scheduled(ids, skip=False)
+    if args.lagged:
+        runners["lagged"] = lambda ids: scheduled(ids, skip=args.skip_drafting != "off", lagged=True)
     if args.hf:
         runners["hf-generate"] = hf
     run(encode_prompt(target.tokenizer, "Hello"))              # warm-up

@@ -69,12 +69,12 @@ def _result(gen, tokenizer) -> dict:
 
 def _scheduler_curve(verify: str, hw: str):
     """None (--verify full: verify every draft), the hardware profile the one-request
-    scheduler reads (--verify scheduled), or "measure"/"remeasure" (this machine's curve, timed
+    scheduler reads (--verify scheduled or lagged), or "measure"/"remeasure" (this machine's curve, timed
     once the models are loaded); a named profile is checked before any model is loaded."""
     if verify == "full":
         return None
-    if verify != "scheduled":
-        raise InputError(f"must be full or scheduled, got {verify!r}", field="--verify")
+    if verify not in ("scheduled", "lagged"):
+        raise InputError(f"must be full, scheduled or lagged, got {verify!r}", field="--verify")
     if hw in ("measure", "remeasure"):
         return hw                          # timed on this machine once the models are loaded
     from ..profiles.registry import load_hw_profile
@@ -122,7 +122,11 @@ def register(app: typer.Typer) -> None:
                                    "confidences and --hw's step-time curve (drafters without a "
                                    "confidence head verify all); the loop drafts no more than the "
                                    "scheduler could ever verify on that curve (a block drafter "
-                                   "then runs a shorter block)."),
+                                   "then runs a shorter block). lagged: the paper's production "
+                                   "variant for jagged curves: each step verifies the budget an "
+                                   "unconstrained search (no early stop) found on the previous "
+                                   "draft step's confidences (lossless: it never reads the "
+                                   "current drafts)."),
         hw: str = typer.Option("measure", "--hw", help="The step-time curve the scheduler reads "
                                "with --verify scheduled. measure (default): this decode loop's own "
                                "curve on this machine, for this target, drafter, gamma and thread "
@@ -131,7 +135,7 @@ def register(app: typer.Typer) -> None:
                                "(shipped name or .yaml path), e.g. "
                                "cpu-1thread-smollm2-135m-decode-loop, measured on another CPU."),
         skip_drafting: bool = typer.Option(True, "--skip-drafting/--no-skip-drafting", help="With "
-                                           "--verify scheduled: skip the draft step while the "
+                                           "--verify scheduled or lagged: skip the draft step while the "
                                            "previous steps' confidences (a running mean of "
                                            "each step's expected gain) say drafting does not "
                                            "pay (backing off 1, 2, 4 .. 16 steps; the output is "
@@ -160,7 +164,8 @@ def register(app: typer.Typer) -> None:
             hook = None
             if curve is not None:
                 from ..serve.single import ScheduledVerify
-                hook = ScheduledVerify(curve, drf.kind, gamma, skip_drafting=skip_drafting)
+                hook = ScheduledVerify(curve, drf.kind, gamma, skip_drafting=skip_drafting,
+                                       lagged=verify == "lagged")
             return speculative_generate(
                 tgt, drf, ids, max_new_tokens=tokens, gamma=gamma, sampling=sampling,
                 generator=torch.Generator(device=tgt.device).manual_seed(seed), verify_len=hook,

@@ -26,6 +26,16 @@ that lifts it resets the back-off. With s = 1 the latest step alone decides. The
 earlier steps, never the current step's drafts, so the output is still exactly the target's;
 what it saves is draft steps the scheduler would have thrown away (on this CPU 7-16 ms of a
 68-150 ms step).
+
+With `lagged`, the hook is method.md's production variant for jagged step curves: the number of
+drafts a step verifies is the budget K that an unconstrained search (global maximum over l of
+(1 + a_1 + ... + a_l) x SPS(1 + l), no early stop) found on the previous draft step's
+confidences; the first draft step uses Algorithm 1 on its own. K never reads the current
+step's drafts, so the output is still exactly the target's, at any temperature. Algorithm 1's
+early stop ends the search at the first l that does not pay, so on a curve where 4 tokens cost
+less than 2 or 3 (an AVX-512 EPYC's decode loop: 39 / 63 / 80 / 59 ms at 1 / 2 / 3 / 4) it can
+never reach l = 3; the lagged budget can. Its draft budget is the unconstrained depth (the l
+that maximises (1 + l) x SPS(1 + l)), so the confidences that size the next K go that deep.
 """
 from __future__ import annotations
 
@@ -49,7 +59,8 @@ class ScheduledVerify:
     Drafts without confidences (no confidence head) are all verified."""
 
     def __init__(self, hw: HardwareProfile, drafter_kind: str, gamma: int, *,
-                 skip_drafting: bool = False, max_skip: int = 16, smoothing: float = SMOOTHING) -> None:
+                 skip_drafting: bool = False, max_skip: int = 16, smoothing: float = SMOOTHING,
+                 lagged: bool = False) -> None:
         if gamma < 1:
             raise ValueError(f"gamma must be >= 1, got {gamma}")
         if max_skip < 1:
@@ -58,6 +69,8 @@ class ScheduledVerify:
             raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
         self.gamma = gamma
         self.skip_drafting, self.max_skip, self.smoothing = skip_drafting, max_skip, smoothing
+        self.lagged = lagged
+        self._lagged_k: int | None = None   # budget found on the previous draft step's confidences
         self._gain: float | None = None   # smoothed relative gain of drafting over a plain step
         self._backoff = 0        # steps skipped after the latest zero decision
         self._skip_left = 0
@@ -90,6 +103,8 @@ class ScheduledVerify:
         search over tau x SPS stops when every survival is 1 (tau = 1 + l at 1 + l tokens)."""
         widths = np.arange(1, self.gamma + 2)
         value = widths * self.sps(widths, context_tokens)
+        if self.lagged:                  # the unconstrained search's depth: the global maximum
+            return max(1, int(value.argmax()))
         worse = value[1:] <= value[:-1]
         return max(1, int(worse.argmax())) if worse.any() else self.gamma
 
@@ -99,7 +114,14 @@ class ScheduledVerify:
             return len(draft)
         conf = draft.confidence.float().cpu().numpy()
         context = len(ctx.tokens)
-        l = int(prefix_schedule(conf[None, :], lambda b: self.sps(b, context, len(conf)))[0])
+        def schedule(early_stop: bool) -> int:
+            return int(prefix_schedule(conf[None, :], lambda b: self.sps(b, context, len(conf)),
+                                       early_stop=early_stop)[0])
+        if self.lagged:
+            l = schedule(True) if self._lagged_k is None else min(self._lagged_k, len(conf))
+            self._lagged_k = schedule(False)      # sized now, used by the next draft step
+        else:
+            l = schedule(True)
         self.decisions.append(l)
         if self.skip_drafting:
             gain = self.drafting_gain(conf, context)
@@ -123,11 +145,12 @@ class ScheduledVerify:
         """Drafts the loop should propose this step (`speculative_generate(draft_budget=...)`):
         0 while the skip-drafting back-off lasts; else the scheduler's `depth`, capped at one
         more than the most drafts it verified in the last `RECENT` draft steps (so the budget
-        can grow by one a step while the drafts keep being verified in full)."""
+        can grow by one a step while the drafts keep being verified in full; not capped when
+        `lagged`, whose next budget needs the deep confidences)."""
         if self._skip_left > 0:
             self._skip_left -= 1
             return 0
         budget = self.depth(len(ctx.tokens))
-        if self.decisions:
+        if self.decisions and not self.lagged:
             budget = min(budget, 1 + max(self.decisions[-RECENT:]))
         return budget

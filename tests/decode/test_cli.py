@@ -103,3 +103,17 @@ def test_console_script_exit_status_and_help():
         proc = subprocess.run([sys.executable, "-m", "dspark_sim", cmd, "--help"],
                               capture_output=True, text=True)
         assert proc.returncode == 0 and "--target" in proc.stdout and "--gamma" in proc.stdout
+
+
+@pytest.mark.parametrize("verify", ["scheduled", "lagged"])
+def test_generate_with_the_scheduler_matches_plain_decoding(model_dir, capsys, verify):
+    rc = main(["generate", "--target", model_dir, "--drafter", "ngram", "--prompt", "abcabcabc",
+               "--max-new-tokens", "24", "--gamma", "4", "--json", "--compare-ar", "--device", "cpu",
+               "--verify", verify, "--hw", "constant-10ms"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["identical"] is True
+
+
+def test_generate_rejects_an_unknown_verify_mode(model_dir, capsys):
+    rc = main(["generate", "--target", model_dir, "--prompt", "x", "--verify", "sometimes"])
+    assert rc != 0 and "--verify" in capsys.readouterr().err

@@ -117,9 +117,11 @@ def test_embedded_model_matches_generate(embedded, name):
 
 
 @pytest.mark.slow
-def test_embedded_scheduled_skip_drafting_matches_generate(embedded):
+@pytest.mark.parametrize("lagged", [False, True])
+def test_embedded_scheduled_skip_drafting_matches_generate(embedded, lagged):
     """DSpark's one-request scheduler as the draft gate (steps whose draft it skips are plain
-    steps) keeps the output identical on the slow prompts, and both paths are taken."""
+    steps), with Algorithm 1 or the lagged budget, keeps the output identical on the slow
+    prompts, and both paths are taken."""
     from dspark_sim.profiles.registry import load_hw_profile
     from dspark_sim.serve.single import ScheduledVerify
 
@@ -128,7 +130,7 @@ def test_embedded_scheduled_skip_drafting_matches_generate(embedded):
     hw = load_hw_profile("cpu-2core-smollm2-135m")
     skipped = drafted = 0
     for i, (ids, (ref, logits)) in enumerate(zip(prompts_, refs)):
-        hook = ScheduledVerify(hw, "dspark", 7, skip_drafting=True)
+        hook = ScheduledVerify(hw, "dspark", 7, skip_drafting=True, lagged=lagged)
         gen = speculative_generate(target, drafter, ids, max_new_tokens=NEW_TOKENS, gamma=7,
                                    verify_len=hook, draft_budget=hook.draft_budget)
         compare(ref, logits, gen.output_ids, f"embedded scheduled dspark prompt {i}")

@@ -155,3 +155,41 @@ def test_a_block_drafter_is_priced_at_the_drafts_it_makes():
     # a 0.3 first draft pays against a plain step after a 2-draft step, not after a 7-draft one
     assert hook.drafting_gain(np.array([0.3, 0.0]), 0) > 0
     assert hook.drafting_gain(np.array([0.3] + [0.0] * 6), 0) <= 0
+
+
+# an AVX-512 EPYC's decode loop (2026-12-03): 4 tokens cost less than 2 or 3
+JAGGED = _hw({1: 39.0, 2: 62.8, 3: 79.7, 4: 58.9, 5: 68.3, 8: 71.7, 16: 100.0}, 6.4)
+
+
+def test_algorithm1_stops_before_the_cheap_width_and_the_lagged_budget_reaches_it():
+    conf = [0.5, 0.9, 0.9, 0.1]                      # survivals 0.5, 0.45, 0.405, 0.04
+    early = ScheduledVerify(JAGGED, "dspark", GAMMA)
+    assert early(_draft(conf), _ctx()) == 0          # l = 1 does not pay: the search stops
+    lagged = ScheduledVerify(JAGGED, "dspark", GAMMA, lagged=True)
+    assert lagged(_draft(conf), _ctx()) == 0         # the first step: Algorithm 1 on its own
+    assert lagged._lagged_k == 3                     # the unconstrained maximum: w = 4
+    assert lagged(_draft([0.1] * GAMMA), _ctx()) == 3   # verified whatever this step drafted
+    assert lagged(_draft(conf), _ctx()) == 0         # sized on the weak step before
+
+
+def test_the_lagged_decision_never_reads_the_current_step():
+    history = [[0.9, 0.6, 0.6, 0.1], [0.5, 0.5, 0.5, 0.5], [0.95, 0.9, 0.2, 0.2]]
+    for now in ([0.0] * GAMMA, [1.0] * GAMMA, [0.7, 0.1, 0.9, 0.3]):
+        hook = ScheduledVerify(JAGGED, "dspark", GAMMA, lagged=True)
+        decisions = [hook(_draft(c), _ctx()) for c in history + [now]]
+        expected = ScheduledVerify(JAGGED, "dspark", GAMMA, lagged=True)
+        want = [expected(_draft(c), _ctx()) for c in history + [[0.5] * GAMMA]]
+        assert decisions == want                    # the last step's count is the same
+
+
+def test_the_lagged_draft_budget_is_the_unconstrained_depth_and_not_capped():
+    hook = ScheduledVerify(JAGGED, "dspark", GAMMA, lagged=True)
+    widths = np.arange(1, GAMMA + 2)
+    value = widths * hook.sps(widths, len(_ctx().tokens))
+    assert hook.draft_budget(_ctx()) == int(value.argmax()) == GAMMA
+    for _ in range(3):
+        hook(_draft([0.05] * GAMMA), _ctx())          # nothing verified ...
+    assert hook.draft_budget(_ctx()) == GAMMA        # ... the budget still drafts deep enough
+    capped = ScheduledVerify(JAGGED, "dspark", GAMMA)
+    capped(_draft([0.05] * GAMMA), _ctx())
+    assert capped.draft_budget(_ctx()) == 1
