@@ -53,15 +53,26 @@ def rename(src_stem: Path, dst_stem: Path) -> None:
             shutil.copyfile(src, dst_stem.with_name(dst_stem.name + ext))
 
 
+def report_path(measure: Path, kind: str, seed: str, tag: str, t: int) -> Path:
+    """The measure report of one run: KIND-sSEEDTAG-tT.report.json, a head-zeroed twin
+    (KIND-nohead) as KIND-sSEEDTAG-nohead-tT.report.json."""
+    base, suffix = (kind[:-len("-nohead")], "-nohead") if kind.endswith("-nohead") else (kind, "")
+    return measure / f"{base}-s{seed}{tag}{suffix}-t{t}.report.json"
+
+
+def seed_has_reports(measure: Path, seed: str, tag: str = "") -> bool:
+    """Whether any ranked drafter of this seed was measured (a head-zeroed twin alone is not)."""
+    return any(report_path(measure, kind, seed, tag, t).is_file() for kind in KINDS for t in (0, 1))
+
+
 def load_taus(measure: Path, seeds: list[str], tag: str = "") -> dict[tuple[str, int], dict[str, list[float]]]:
-    """{(kind, T): {task: [tau per seed]}} from KIND-sSEEDTAG-tT.report.json files."""
+    """{(kind, T): {task: [tau per seed]}} from the runs' measure reports (`report_path`)."""
     out: dict[tuple[str, int], dict[str, list[float]]] = {}
     for kind in KINDS + VARIANTS:
-        base, suffix = (kind[:-len("-nohead")], "-nohead") if kind.endswith("-nohead") else (kind, "")
         for t in (0, 1):
             per_task: dict[str, list[float]] = {}
             for seed in seeds:
-                p = measure / f"{base}-s{seed}{tag}{suffix}-t{t}.report.json"
+                p = report_path(measure, kind, seed, tag, t)
                 if not p.is_file():
                     continue
                 rep = json.loads(p.read_text())
@@ -152,7 +163,7 @@ def training_rows(runs: Path, seeds: list[str], tag: str = "") -> list[str]:
 
 def table(args: argparse.Namespace) -> None:
     seeds = args.seeds.split()
-    missing = [s for s in seeds if not list(args.measure.glob(f"*-s{s}{args.tag}-t*.report.json"))]
+    missing = [s for s in seeds if not seed_has_reports(args.measure, s, args.tag)]
     if missing:   # a partial table would silently replace a complete one
         print(f"drafter_seeds.py table: error: {args.measure} has no KIND-sSEED{args.tag}-tT.report.json "
               f"for seed(s) {' '.join(missing)}; run the `measure` stage for them, or pass --seeds "

@@ -53,3 +53,15 @@ def test_seed_table_refuses_a_seed_without_reports(tmp_path, capsys):
         drafter_seeds.table(args)
     assert exc.value.code == 2 and "for seed(s) 1;" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_seed_reports_named_as_the_measure_stage_writes_them(tmp_path):
+    # scripts/ship_drafters.sh measure: RUN-tT with RUN = KIND-sSEEDTAG, a head-zeroed twin RUN-nohead
+    assert drafter_seeds.report_path(tmp_path, "dspark", "2", "-bb800", 1).name == "dspark-s2-bb800-t1.report.json"
+    assert (drafter_seeds.report_path(tmp_path, "dspark-nohead", "0", "", 0).name
+            == "dspark-s0-nohead-t0.report.json")
+    assert not drafter_seeds.seed_has_reports(tmp_path, "0")
+    (tmp_path / "dspark-s0-nohead-t0.report.json").write_text("{}")   # a twin alone is no seed's table
+    assert not drafter_seeds.seed_has_reports(tmp_path, "0")
+    (tmp_path / "dflash-s0-t1.report.json").write_text("{}")
+    assert drafter_seeds.seed_has_reports(tmp_path, "0") and not drafter_seeds.seed_has_reports(tmp_path, "1")
