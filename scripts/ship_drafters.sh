@@ -26,6 +26,7 @@
 # DSpark and DFlash the same chain from scratch (export SEEDS="1 2" KINDS="dspark dflash" RNN=0):
 # STEPS=160 train; FROM= TAG=-400 STEPS=240 train;
 # FROM_EXPORTED=-400 PRIOR_STEPS=400 TAG=-800 STEPS=400 train ablate measure.
+# The 1200-step chains (seeds side by side, one pipeline each): docs/drafters.md, "1200 steps, 3 seeds".
 # Every stage resumes where it stopped (training from its checkpoints, measuring from its record
 # files). Logs go to logs/, work files to runs/train/.
 set -euo pipefail
@@ -76,8 +77,10 @@ distill)   # 576 answers of the default mix were kept (the run was stopped there
     --batch-size 32 --max-new-tokens 160 --seed 0 --threads $THREADS --pack $DATA ;;
 train)
   # the feature cache first (one process), then the runs JOBS at a time
-  $CLI train --drafter dflash --data $DATA --features $RUN/features --out $RUN/.cache-probe \
-    --steps 1 --threads $THREADS --fresh > logs/train-features.log 2>&1
+  # (a probe directory of its own, so two pipelines of this script can train side by side)
+  $CLI train --drafter dflash --data $DATA --features $RUN/features --out $RUN/.cache-probe-$$ \
+    --steps 1 --threads $THREADS --fresh > logs/train-features-$$.log 2>&1
+  rm -rf $RUN/.cache-probe-$$ logs/train-features-$$.log
   runs | xargs -P "$JOBS" -L 1 bash -c '
     kind=$0; seed=$1; rowlen=1024; [ $kind = eagle3 ] && rowlen=512   # 7 unrolled passes per row
     head=markov; drafter=$kind; [ $kind = dspark_rnn ] && head=rnn && drafter=dspark
