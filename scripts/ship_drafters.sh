@@ -80,7 +80,7 @@ train)
   # (a probe directory of its own, so two pipelines of this script can train side by side)
   $CLI train --drafter dflash --data $DATA --features $RUN/features --out $RUN/.cache-probe-$$ \
     --steps 1 --threads $THREADS --fresh > logs/train-features-$$.log 2>&1
-  rm -rf $RUN/.cache-probe-$$ logs/train-features-$$.log
+  rm -rf $RUN/.cache-probe-$$ && mv logs/train-features-$$.log logs/train-features.log
   runs | xargs -P "$JOBS" -L 1 bash -c '
     kind=$0; seed=$1; rowlen=1024; [ $kind = eagle3 ] && rowlen=512   # 7 unrolled passes per row
     head=markov; drafter=$kind; [ $kind = dspark_rnn ] && head=rnn && drafter=dspark
