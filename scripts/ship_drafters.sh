@@ -5,7 +5,7 @@
 # the same data, several seeds each -> DSpark's head zeroed (its own contribution) -> acceptance at
 # T = 0 and T = 1 on GSM8K test / HumanEval / MT-Bench -> STS calibration of the shipped DSpark ->
 # tables with seed spread.
-# Usage: scripts/ship_drafters.sh [STAGE...]  (stages: distill train ablate measure calibrate ship profiles speed table)
+# Usage: scripts/ship_drafters.sh [STAGE...]  (stages: distill distill-full train ablate measure calibrate ship profiles speed table)
 # Settings: STEPS (160 optimizer steps per run), SEEDS ("0 1 2"), KINDS ("dspark dflash eagle3 mtp1"),
 # SEEDS_EXTRA_KINDS (kinds trained on every seed; others on the first seed only: "dspark dflash"),
 # JOBS (2 parallel runs), N (prompts per task, 6), TOKENS (64), THREADS (1), NCAL (held-out prompts
@@ -75,6 +75,11 @@ case $stage in
 distill)   # 576 answers of the default mix were kept (the run was stopped there: CPU time)
   $CLI distill --out $RUN/distill --n-math 1200 --n-chat 500 --temperatures 0,1 \
     --batch-size 32 --max-new-tokens 160 --seed 0 --threads $THREADS --pack $DATA ;;
+distill-full)   # the rest of the default mix (1,342 more answers; 18 min on two idle Xeon cores),
+                # started from the 576 of $DATA: dspark_sim/data/distill/smollm2-135m-selfdistill-full.npz
+  $CLI distill --out $RUN/distill-full --n-math 1200 --n-chat 500 --temperatures 0,1 \
+    --batch-size 32 --max-new-tokens 160 --seed 0 --threads 2 --resume-from $DATA \
+    --pack dspark_sim/data/distill/smollm2-135m-selfdistill-full.npz ;;
 train)
   # the feature cache first (one process), then the runs JOBS at a time
   # (a probe directory of its own, so two pipelines of this script can train side by side)

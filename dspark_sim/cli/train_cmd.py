@@ -73,6 +73,13 @@ def register(app: typer.Typer) -> None:
         pack: Optional[Path] = typer.Option(None, "--pack", help="Afterwards also write every "
                                             "answer in --out as one compressed .npz of token ids "
                                             "(what `train --data` reads without the shards)."),
+        resume_from: Optional[Path] = typer.Option(None, "--resume-from", help="A packed .npz "
+                                                   "(e.g. dspark_sim/data/distill/*.npz) whose "
+                                                   "answers start an empty --out, so only the "
+                                                   "other prompts are answered."),
+        minutes: float = typer.Option(0.0, "--minutes", help="Start no new batch after this "
+                                      "many minutes (0 = answer every prompt); --out stays "
+                                      "resumable and --pack packs what is there."),
         device: DeviceOpt = "auto",
         threads: ThreadsOpt = 0,
     ) -> None:
@@ -85,11 +92,17 @@ def register(app: typer.Typer) -> None:
         temps = _floats(temperatures, "--temperatures")
         if batch_size < 1 or max_new_tokens < 1:
             raise InputError("--batch-size and --max-new-tokens must be >= 1")
+        if minutes < 0:
+            raise InputError(f"must be >= 0, got {minutes}", field="--minutes")
         items = default_training_prompts(gsm8k_train, n_math, n_chat, seed) if builtin else []
         for f in prompts:
             items += read_prompt_jsonl(f)
         if not items:
             raise InputError("no prompts: give --prompts or keep --builtin", field="--prompts")
+        if resume_from is not None:
+            from ..train.selfdistill import seed_from_pack
+            n_seeded = seed_from_pack(resume_from, out, chunk=batch_size)
+            typer.echo(f"started {out} from {n_seeded} answers in {resume_from}")
         tgt = _target(target, device, threads)
         with _progress("distilling") as bar:
             task = bar.add_task("distill", total=len(items), info="")
@@ -99,7 +112,7 @@ def register(app: typer.Typer) -> None:
                 _log(f"{done}/{todo} prompts answered")
             n = run_distill(tgt, items, out, temperatures=[temps[i % len(temps)] for i in range(len(items))],
                             batch_size=batch_size, max_new_tokens=max_new_tokens, seed=seed,
-                            on_batch=on_batch)
+                            on_batch=on_batch, minutes=minutes)
         typer.echo(f"wrote {n} new answers to {out}")
         if pack is not None:
             from ..train.selfdistill import read_records, write_records_npz
@@ -161,10 +174,11 @@ def register(app: typer.Typer) -> None:
                                         "drafter: the optimizer steps it was trained for on this "
                                         "data, so the data order continues after them."),
         backbone_from: Optional[Path] = typer.Option(None, "--backbone-from", help="DSpark only: "
-                                                     "an exported DFlash drafter of the same shape "
-                                                     "whose weights start the block backbone (the "
-                                                     "sequential and confidence heads keep their "
-                                                     "own start), fresh optimizer moments, the "
+                                                     "an exported DFlash drafter of the same shape, "
+                                                     "or a DSpark one, whose weights start the "
+                                                     "block backbone (the sequential and "
+                                                     "confidence heads keep their own start, so "
+                                                     "--seq-head / --seq-rank may differ), fresh optimizer moments, the "
                                                      "data order skipping --prior-steps. Not with "
                                                      "--init-from."),
         backbone_loss: float = typer.Option(0.0, "--backbone-loss", help="DSpark only: weight of "

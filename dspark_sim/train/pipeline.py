@@ -25,13 +25,15 @@ from .trainer import Trainer, TrainConfig, init_source
 
 def distill(target: Any, prompts: list[TrainPrompt], out_dir: str | Path, *, temperatures: list[float],
             batch_size: int, max_new_tokens: int, seed: int,
-            on_batch: Callable[[int, int], None] | None = None) -> int:
-    """Have the target answer `prompts` (resumable); return the number of new records."""
+            on_batch: Callable[[int, int], None] | None = None, minutes: float = 0.0) -> int:
+    """Have the target answer `prompts` (resumable; at most `minutes` of batches when > 0);
+    return the number of new records."""
     if target.tokenizer is None:
         raise InputError("the target has no tokenizer; self-distillation needs one", field="--target")
     return generate_responses(target.model, target.tokenizer, prompts, out_dir,
                               temperatures=temperatures, batch_size=batch_size,
-                              max_new_tokens=max_new_tokens, seed=seed, on_batch=on_batch)
+                              max_new_tokens=max_new_tokens, seed=seed, on_batch=on_batch,
+                              minutes=minutes)
 
 
 def training_records(data_dirs: list[Path]) -> list[DistillRecord]:

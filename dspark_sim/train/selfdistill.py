@@ -135,6 +135,24 @@ def _record(row: dict, shard: Path, lineno: int) -> DistillRecord:
                          prompt_ids=ids["prompt_ids"], response_ids=ids["response_ids"])
 
 
+def seed_from_pack(pack: str | Path, out_dir: str | Path, chunk: int = 32) -> int:
+    """Start an empty self-distillation directory from a packed npz (`write_records_npz`): its
+    records become shards, so `generate_responses` skips their prompts and answers the rest.
+    Returns the number of records written; refuses a directory that already holds shards."""
+    out_dir = Path(out_dir)
+    if any(out_dir.glob("shard-*.jsonl")):
+        raise InputError("already holds shards; --resume-from starts an empty directory only",
+                         file=out_dir, field="--resume-from")
+    records = read_records_npz(pack)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for no, start in enumerate(range(0, len(records), chunk)):
+        lines = [json.dumps({"id": r.id, "task": r.task, "temperature": r.temperature,
+                             "prompt_ids": r.prompt_ids, "response_ids": r.response_ids})
+                 for r in records[start:start + chunk]]
+        write_text_atomic(out_dir / f"shard-{no:05d}.jsonl", "\n".join(lines) + "\n")
+    return len(records)
+
+
 def _done_ids(data_dir: Path) -> set[str]:
     if not any(data_dir.glob("shard-*.jsonl")):
         return set()
@@ -157,12 +175,16 @@ def _batches(prompts: list[TrainPrompt], temperatures: list[float], batch_size: 
 def generate_responses(model: Any, tokenizer: Any, prompts: list[TrainPrompt], out_dir: str | Path,
                        *, temperatures: list[float], batch_size: int = 32,
                        max_new_tokens: int = 256, max_prompt_tokens: int = 512, seed: int = 0,
-                       on_batch: Callable[[int, int], None] | None = None) -> int:
+                       on_batch: Callable[[int, int], None] | None = None,
+                       minutes: float = 0.0) -> int:
     """Answer every prompt not yet in `out_dir`; return how many new records were written.
 
     `temperatures[i]` is the sampling temperature of `prompts[i]` (0 = greedy). `on_batch`
-    receives (prompts done in this call, prompts to do) after every batch.
+    receives (prompts done in this call, prompts to do) after every batch. `minutes` > 0: no
+    batch starts after that many minutes (the directory stays resumable).
     """
+    import time
+
     import torch
 
     if len(temperatures) != len(prompts):
@@ -179,7 +201,10 @@ def generate_responses(model: Any, tokenizer: Any, prompts: list[TrainPrompt], o
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
     device = next(model.parameters()).device
     written = 0
+    stop_at = time.monotonic() + 60.0 * minutes if minutes > 0 else math.inf
     for temp, batch in _batches([p for p, _ in todo], [t for _, t in todo], batch_size, seed):
+        if time.monotonic() >= stop_at:
+            break
         ids = [chat_prompt_ids(tokenizer, p.text, max_prompt_tokens) for p in batch]
         width = max(len(x) for x in ids)
         input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)

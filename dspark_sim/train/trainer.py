@@ -189,17 +189,18 @@ class Trainer:
         return self.data_offset
 
     def _exported(self, drafter_dir: str | Path, prior_steps: int, *, ignore: tuple,
-                  kind: str | None = None) -> nn.Module:
+                  kind: str | tuple[str, ...] | None = None) -> nn.Module:
         """The exported drafter at `drafter_dir`, checked against this module's configuration
-        (fields in `ignore` may differ; `kind`: the kind it must be)."""
+        (fields in `ignore` may differ; `kind`: the kind, or kinds, it must be)."""
         from ..decode.drafters.checkpoint import load_module
 
         if prior_steps < 0:
             raise ValueError(f"prior_steps must be >= 0, got {prior_steps}")
         source = load_module(drafter_dir)
-        if kind is not None and source.cfg.kind != kind:
+        kinds = (kind,) if isinstance(kind, str) else kind
+        if kinds is not None and source.cfg.kind not in kinds:
             raise ConfigMismatch(f"{drafter_dir} is a {source.cfg.kind} drafter; the backbone "
-                                 f"comes from a {kind} one")
+                                 f"comes from a {' or '.join(kinds)} one")
         check_same_drafter(self.module.cfg.to_dict(), source.cfg.to_dict(), drafter_dir, ignore=ignore)
         return source
 
@@ -216,14 +217,17 @@ class Trainer:
 
     def warm_start_backbone(self, drafter_dir: str | Path, prior_steps: int) -> int:
         """Start a DSpark drafter's block backbone (everything but its sequential and confidence
-        heads, which keep their own start) from an exported DFlash drafter of the same shape,
-        with fresh optimizer moments and a fresh schedule; the data stream skips the
-        `prior_steps` steps that drafter was trained for. Returns `prior_steps`."""
+        heads, which keep their own start) from an exported DFlash drafter of the same shape, or
+        from the backbone of an exported DSpark drafter (its heads are dropped, so the head type
+        and rank may differ), with fresh optimizer moments and a fresh schedule; the data stream
+        skips the `prior_steps` steps that drafter was trained for. Returns `prior_steps`."""
         if self.module.cfg.kind != "dspark":
             raise ConfigMismatch(f"a backbone start is for a dspark drafter, not {self.module.cfg.kind}")
         source = self._exported(drafter_dir, prior_steps, ignore=BACKBONE_FREE_FIELDS,
-                                kind="dflash")
-        missing, unexpected = self.module.load_state_dict(source.state_dict(), strict=False)
+                                kind=("dflash", "dspark"))
+        weights = {k: v for k, v in source.state_dict().items()
+                   if not k.startswith(DSPARK_HEAD_PREFIXES)}
+        missing, unexpected = self.module.load_state_dict(weights, strict=False)
         foreign = [k for k in missing if not k.startswith(DSPARK_HEAD_PREFIXES)] + list(unexpected)
         if foreign:
             raise ConfigMismatch(f"{drafter_dir}: weights do not match the backbone "

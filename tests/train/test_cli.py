@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import torch
 
 from dspark_sim.cli import main
 
@@ -30,6 +31,22 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
     assert main(["distill", "--out", str(tmp_path / "data"), "--prompts", str(prompts), "--no-builtin",
                  *tgt]) == 0
     assert "wrote 0 new answers" in capsys.readouterr().out
+    # a pack of 16 of them starts a new directory (only the other 8 are answered); --minutes
+    # bounds the run (a zero-length budget starts no batch), and --pack packs what is there
+    from dspark_sim.train.selfdistill import read_records, write_records_npz
+    first16 = sorted(read_records(tmp_path / "data"), key=lambda r: r.id)[:16]
+    write_records_npz(first16, tmp_path / "part.npz")
+    more = ["distill", "--out", str(tmp_path / "more"), "--prompts", str(prompts), "--no-builtin",
+            "--batch-size", "8", "--max-new-tokens", "40", *tgt]
+    assert main([*more, "--resume-from", str(tmp_path / "part.npz"), "--minutes", "1e-9",
+                 "--pack", str(tmp_path / "more.npz")]) == 0
+    assert "wrote 0 new answers" in capsys.readouterr().out
+    assert len(read_records(tmp_path / "more.npz")) == 16
+    assert main(more) == 0
+    assert "wrote 8 new answers" in capsys.readouterr().out
+    assert {r.id for r in read_records(tmp_path / "more")} == {r.id for r in read_records(tmp_path / "data")}
+    assert main([*more, "--resume-from", str(tmp_path / "part.npz")]) == 2   # not an empty --out
+    assert "--resume-from" in capsys.readouterr().err
 
     run = tmp_path / "run"
     assert main(["train", "--drafter", "dspark", "--data", str(tmp_path / "data"), "--out", str(run),
@@ -65,11 +82,19 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
                  str(tmp_path / "df" / "drafter"), "--prior-steps", "3", "--backbone-loss", "0.5"]) == 0
     bb = json.loads((tmp_path / "bb" / "summary.json").read_text())
     assert bb["init_from"].startswith("backbone:") and bb["total_steps"] == 6
+    # ... or from a DSpark drafter's backbone under another head (its heads are dropped)
+    assert main([*more, "--seq-head", "rnn", "--seq-rank", "4", "--steps", "1", "--lr", "0", "--out",
+                 str(tmp_path / "swap"), "--backbone-from", str(run / "drafter"), "--prior-steps", "8"]) == 0
+    from safetensors.torch import load_file
+    old_w, new_w = (load_file(str(d / "model.safetensors")) for d in (run / "drafter", tmp_path / "swap" / "drafter"))
+    shared = [k for k in old_w if not k.startswith(("seq_head.", "conf_head."))]
+    assert shared and all(torch.equal(old_w[k], new_w[k]) for k in shared)
+    assert new_w["seq_head.w1.weight"].shape[1] == 4 and "seq_head.joint.weight" in new_w
     capsys.readouterr()
     for bad, field in (([*more, "--backbone-from", str(tmp_path / "df" / "drafter"), "--init-from", str(run)],
                         "--backbone-from"),
                        ([*dflash, "--backbone-from", str(tmp_path / "df" / "drafter")], "--backbone-from"),
-                       ([*more, "--backbone-from", str(run / "drafter")], "--backbone-from"),   # not DFlash
+                       ([*more, "--backbone-from", str(run)], "--backbone-from"),   # not exported
                        ([*dflash, "--backbone-loss", "1"], "--backbone-loss")):
         assert main([*bad, "--seq-rank", "8", "--out", str(tmp_path / "bad")]) == 2
         assert field in capsys.readouterr().err

@@ -119,7 +119,7 @@ def test_config_check_names_every_differing_field_and_honours_ignore():
         check_same_drafter({"a": 1}, {"a": 2, "extra": 0}, "x")
 
 
-def test_backbone_start_copies_a_dflash_backbone_and_keeps_dsparks_heads(
+def test_backbone_start_copies_a_dflash_or_dspark_backbone_and_keeps_the_heads(
         target, cache, vocab_ids, tmp_path):
     from dspark_sim.decode.drafters.checkpoint import save_drafter
     from dspark_sim.train.trainer import ConfigMismatch
@@ -140,9 +140,21 @@ def test_backbone_start_copies_a_dflash_backbone_and_keeps_dsparks_heads(
     assert dspark._rows_for(0) == dflash._rows_for(3)
     assert dspark.init_from == f"backbone:{tmp_path / 'dflash'}"
     save_drafter(dspark.module, tmp_path / "dspark")
-    with pytest.raises(ConfigMismatch, match="dspark drafter; the backbone comes from a dflash"):
-        _trainer("dspark", target, cache, vocab_ids, tmp_path / "c").warm_start_backbone(
-            tmp_path / "dspark", prior_steps=0)
+    # a DSpark drafter gives its backbone too; its heads are dropped, the new run keeps its own
+    other = _trainer("dspark", target, cache, vocab_ids, tmp_path / "c")
+    other_heads = {k: v.clone() for k, v in other.module.state_dict().items()
+                   if k.startswith(("seq_head.", "conf_head."))}
+    other.warm_start_backbone(tmp_path / "dspark", prior_steps=0)
+    theirs = other.module.state_dict()
+    for k, a in mine.items():
+        if k.startswith(("seq_head.", "conf_head.")):
+            assert torch.equal(other_heads[k], theirs[k]), k
+        else:
+            assert torch.equal(a.half().float() if a.is_floating_point() else a, theirs[k]), k
+    save_drafter(_trainer("mtp1", target, cache, vocab_ids, tmp_path / "m").module, tmp_path / "mtp1")
+    with pytest.raises(ConfigMismatch, match="mtp1 drafter; the backbone comes from a dflash or dspark"):
+        _trainer("dspark", target, cache, vocab_ids, tmp_path / "e").warm_start_backbone(
+            tmp_path / "mtp1", prior_steps=0)
     with pytest.raises(ConfigMismatch, match="for a dspark drafter, not dflash"):
         _trainer("dflash", target, cache, vocab_ids, tmp_path / "d").warm_start_backbone(
             tmp_path / "dflash", prior_steps=0)
