@@ -178,9 +178,9 @@ def register(app: typer.Typer) -> None:
                                                      "or a DSpark one, whose weights start the "
                                                      "block backbone (the sequential and "
                                                      "confidence heads keep their own start, so "
-                                                     "--seq-head / --seq-rank may differ), fresh optimizer moments, the "
-                                                     "data order skipping --prior-steps. Not with "
-                                                     "--init-from."),
+                                                     "--seq-head / --seq-rank may differ), fresh "
+                                                     "optimizer moments, the data order skipping "
+                                                     "--prior-steps. Not with --init-from."),
         backbone_loss: float = typer.Option(0.0, "--backbone-loss", help="DSpark only: weight of "
                                             "an extra 0.1 CE + 0.9 TV term on the backbone's "
                                             "logits without the sequential bias (0 = the "

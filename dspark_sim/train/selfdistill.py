@@ -135,6 +135,12 @@ def _record(row: dict, shard: Path, lineno: int) -> DistillRecord:
                          prompt_ids=ids["prompt_ids"], response_ids=ids["response_ids"])
 
 
+def _shard_line(record: DistillRecord) -> str:
+    """One shard line (the inverse of `_record`)."""
+    return json.dumps({"id": record.id, "task": record.task, "temperature": record.temperature,
+                       "prompt_ids": record.prompt_ids, "response_ids": record.response_ids})
+
+
 def seed_from_pack(pack: str | Path, out_dir: str | Path, chunk: int = 32) -> int:
     """Start an empty self-distillation directory from a packed npz (`write_records_npz`): its
     records become shards, so `generate_responses` skips their prompts and answers the rest.
@@ -146,9 +152,7 @@ def seed_from_pack(pack: str | Path, out_dir: str | Path, chunk: int = 32) -> in
     records = read_records_npz(pack)
     out_dir.mkdir(parents=True, exist_ok=True)
     for no, start in enumerate(range(0, len(records), chunk)):
-        lines = [json.dumps({"id": r.id, "task": r.task, "temperature": r.temperature,
-                             "prompt_ids": r.prompt_ids, "response_ids": r.response_ids})
-                 for r in records[start:start + chunk]]
+        lines = [_shard_line(r) for r in records[start:start + chunk]]
         write_text_atomic(out_dir / f"shard-{no:05d}.jsonl", "\n".join(lines) + "\n")
     return len(records)
 
@@ -225,8 +229,8 @@ def generate_responses(model: Any, tokenizer: Any, prompts: list[TrainPrompt], o
                 resp.append(int(tok))
                 if tok in eos_ids:
                     break
-            lines.append(json.dumps({"id": p.id, "task": p.task, "temperature": temp,
-                                     "prompt_ids": ids[row], "response_ids": resp}))
+            lines.append(_shard_line(DistillRecord(id=p.id, task=p.task, temperature=temp,
+                                                   prompt_ids=ids[row], response_ids=resp)))
         write_text_atomic(out_dir / f"shard-{shard_no:05d}.jsonl", "\n".join(lines) + "\n")
         shard_no += 1
         written += len(batch)

@@ -189,15 +189,14 @@ class Trainer:
         return self.data_offset
 
     def _exported(self, drafter_dir: str | Path, prior_steps: int, *, ignore: tuple,
-                  kind: str | tuple[str, ...] | None = None) -> nn.Module:
+                  kinds: tuple[str, ...] | None = None) -> nn.Module:
         """The exported drafter at `drafter_dir`, checked against this module's configuration
-        (fields in `ignore` may differ; `kind`: the kind, or kinds, it must be)."""
+        (fields in `ignore` may differ; `kinds`: the kinds it may be)."""
         from ..decode.drafters.checkpoint import load_module
 
         if prior_steps < 0:
             raise ValueError(f"prior_steps must be >= 0, got {prior_steps}")
         source = load_module(drafter_dir)
-        kinds = (kind,) if isinstance(kind, str) else kind
         if kinds is not None and source.cfg.kind not in kinds:
             raise ConfigMismatch(f"{drafter_dir} is a {source.cfg.kind} drafter; the backbone "
                                  f"comes from a {' or '.join(kinds)} one")
@@ -224,7 +223,7 @@ class Trainer:
         if self.module.cfg.kind != "dspark":
             raise ConfigMismatch(f"a backbone start is for a dspark drafter, not {self.module.cfg.kind}")
         source = self._exported(drafter_dir, prior_steps, ignore=BACKBONE_FREE_FIELDS,
-                                kind=("dflash", "dspark"))
+                                kinds=("dflash", "dspark"))
         weights = {k: v for k, v in source.state_dict().items()
                    if not k.startswith(DSPARK_HEAD_PREFIXES)}
         missing, unexpected = self.module.load_state_dict(weights, strict=False)
