@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dspark_sim.train.objectives import LossWeights
+from dspark_sim.train.batches import make_batch
+from dspark_sim.train.objectives import LossWeights, compute_loss
 from dspark_sim.train.targethead import TargetHead
 from dspark_sim.train.trainer import Trainer, TrainConfig, lr_at
 
@@ -97,6 +98,32 @@ def test_warm_start_from_an_exported_drafter_keeps_its_weights_and_skips_its_ste
     with pytest.raises(ValueError, match="different drafter configuration.*kind"):
         _trainer("dflash", target, cache, vocab_ids, tmp_path / "c").warm_start_weights(
             tmp_path / "export", prior_steps=3)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_warm_start_on_data_with_another_draft_vocabulary_scores_the_loaded_tokens(
+        kind, target, cache, vocab_ids, tmp_path):
+    """The new run's vocabulary comes from its own data; the loaded drafter's ids replace it,
+    and the LM-head rows must follow them (they did not: logits row j scored the new data's
+    j-th token while labels were indexed by the loaded ids)."""
+    from dspark_sim.decode.drafters.checkpoint import save_drafter
+
+    source = _trainer(kind, target, cache, vocab_ids, tmp_path / "a", steps=2)
+    source.run()
+    save_drafter(source.module, tmp_path / "export")
+    other_ids = vocab_ids.flip(0).clone()                       # same tokens, other order
+    fresh = _trainer(kind, target, cache, other_ids, tmp_path / "b", steps=1)
+    fresh.warm_start_weights(tmp_path / "export", prior_steps=2)
+    assert torch.equal(fresh.module.vocab.ids, vocab_ids.to(torch.int32))
+    assert torch.equal(fresh.module.frozen.head_rows, target.lm_head.weight.detach()[vocab_ids.long()])
+    batch = make_batch(cache, source._rows_for(0), 128)
+    with torch.no_grad():
+        source.module.half().float()                            # the exported precision
+        want = compute_loss(source.module, batch, source.head, source.cfg.loss, torch.Generator().manual_seed(0))[1]
+        got = compute_loss(fresh.module, batch, fresh.head, fresh.cfg.loss, torch.Generator().manual_seed(0))[1]
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, rel=1e-5), k
 
 
 def test_init_source_tells_a_run_from_an_exported_drafter(tmp_path):

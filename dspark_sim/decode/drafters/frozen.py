@@ -18,12 +18,24 @@ class FrozenTargetParts:
     def __init__(self) -> None:
         self.embed_weight: torch.Tensor | None = None
         self.head_rows: torch.Tensor | None = None
+        self._lm_head: torch.Tensor | None = None      # the target's whole LM head, by reference
 
     def bind(self, embed_weight: torch.Tensor, lm_head_weight: torch.Tensor,
              vocab_ids: torch.Tensor) -> None:
         self.embed_weight = embed_weight.detach()
-        w = lm_head_weight.detach()
-        self.head_rows = w if vocab_ids.numel() == w.shape[0] else w[vocab_ids.long().to(w.device)]
+        self._lm_head = lm_head_weight.detach()
+        self.head_rows = self._rows(vocab_ids)
+
+    def _rows(self, vocab_ids: torch.Tensor) -> torch.Tensor:
+        w = self._lm_head
+        return w if vocab_ids.numel() == w.shape[0] else w[vocab_ids.long().to(w.device)]
+
+    def rebind_vocab(self, vocab_ids: torch.Tensor) -> None:
+        """Take the LM-head rows of a new draft vocabulary (e.g. after a state dict with other
+        vocabulary ids was loaded), keeping the current device and dtype; no-op when unbound."""
+        if self._lm_head is None or self.head_rows is None:
+            return
+        self.head_rows = self._rows(vocab_ids).to(device=self.head_rows.device, dtype=self.head_rows.dtype)
 
     def _need(self) -> None:
         if self.embed_weight is None or self.head_rows is None:

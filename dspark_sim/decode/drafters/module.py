@@ -17,6 +17,9 @@ class DrafterModule(nn.Module):
         self.cfg = cfg
         self.vocab = DraftVocab(cfg.vocab_size, cfg.draft_vocab)
         self.frozen = FrozenTargetParts()
+        # a loaded state dict may carry other draft-vocabulary ids than the ones bound: the
+        # LM-head rows must follow them, or logits row j scores another token than vocab.ids[j]
+        self.register_load_state_dict_post_hook(lambda module, _keys: module.frozen.rebind_vocab(module.vocab.ids))
 
     def bind_target(self, embed_weight: torch.Tensor, lm_head_weight: torch.Tensor) -> None:
         """Share the target's frozen embedding and LM head (call after the vocabulary is set)."""
