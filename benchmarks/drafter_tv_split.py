@@ -56,8 +56,7 @@ def main() -> None:
         trainer = Trainer(module, cache, TargetHead.from_model(target.model), cfg, "/nonexistent", "cpu")
         result = {}
         for name, entries in sorted(groups.items()):
-            trainer.val_ids = entries
-            m = trainer.validate(max_rows=args.rows)
+            m = trainer.validate(max_rows=args.rows, entries=entries)
             result[name] = {k: round(m[k], 4) for k in ("tv", "soft_ce", "ce") if k in m}
             result[name]["agree@1"] = round(m["agree@k"][0], 4) if "agree@k" in m else None
         print(json.dumps({"drafter": path, "kind": module.cfg.kind, "groups": result}), flush=True)

@@ -135,10 +135,12 @@ def _record(row: dict, shard: Path, lineno: int) -> DistillRecord:
                          prompt_ids=ids["prompt_ids"], response_ids=ids["response_ids"])
 
 
-def _shard_line(record: DistillRecord) -> str:
-    """One shard line (the inverse of `_record`)."""
-    return json.dumps({"id": record.id, "task": record.task, "temperature": record.temperature,
-                       "prompt_ids": record.prompt_ids, "response_ids": record.response_ids})
+def _write_shard(out_dir: Path, no: int, records: list[DistillRecord]) -> None:
+    """Shard `no` of `out_dir`, written atomically: one JSON line per record (the inverse of
+    `_record`)."""
+    lines = [json.dumps({"id": r.id, "task": r.task, "temperature": r.temperature,
+                         "prompt_ids": r.prompt_ids, "response_ids": r.response_ids}) for r in records]
+    write_text_atomic(out_dir / f"shard-{no:05d}.jsonl", "\n".join(lines) + "\n")
 
 
 def seed_from_pack(pack: str | Path, out_dir: str | Path, chunk: int = 32) -> int:
@@ -152,8 +154,7 @@ def seed_from_pack(pack: str | Path, out_dir: str | Path, chunk: int = 32) -> in
     records = read_records_npz(pack)
     out_dir.mkdir(parents=True, exist_ok=True)
     for no, start in enumerate(range(0, len(records), chunk)):
-        lines = [_shard_line(r) for r in records[start:start + chunk]]
-        write_text_atomic(out_dir / f"shard-{no:05d}.jsonl", "\n".join(lines) + "\n")
+        _write_shard(out_dir, no, records[start:start + chunk])
     return len(records)
 
 
@@ -222,16 +223,16 @@ def generate_responses(model: Any, tokenizer: Any, prompts: list[TrainPrompt], o
                                  max_new_tokens=max_new_tokens, do_sample=temp > 0,
                                  temperature=temp if temp > 0 else None, top_k=None, top_p=None,
                                  pad_token_id=pad_id, eos_token_id=sorted(eos_ids))
-        lines = []
+        answers = []
         for row, p in enumerate(batch):
             resp: list[int] = []
             for tok in out[row, width:].tolist():
                 resp.append(int(tok))
                 if tok in eos_ids:
                     break
-            lines.append(_shard_line(DistillRecord(id=p.id, task=p.task, temperature=temp,
-                                                   prompt_ids=ids[row], response_ids=resp)))
-        write_text_atomic(out_dir / f"shard-{shard_no:05d}.jsonl", "\n".join(lines) + "\n")
+            answers.append(DistillRecord(id=p.id, task=p.task, temperature=temp,
+                                         prompt_ids=ids[row], response_ids=resp))
+        _write_shard(out_dir, shard_no, answers)
         shard_no += 1
         written += len(batch)
         if on_batch is not None:

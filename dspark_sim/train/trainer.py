@@ -284,10 +284,12 @@ class Trainer:
         return metrics
 
     @torch.no_grad()
-    def validate(self, max_rows: int = 8) -> dict:
-        """Mean metrics over validation rows (fixed anchors from a fixed generator)."""
+    def validate(self, max_rows: int = 8, entries: list[int] | None = None) -> dict:
+        """Mean metrics over validation rows (fixed anchors from a fixed generator) packed from
+        `entries` of the cache (default: the validation split)."""
         self.module.eval()
-        rows = epoch_rows(self.cache, self.val_ids, self.cfg.row_len, self.cfg.seed, 0)[:max_rows]
+        entries = self.val_ids if entries is None else entries
+        rows = epoch_rows(self.cache, entries, self.cfg.row_len, self.cfg.seed, 0)[:max_rows]
         gen = torch.Generator().manual_seed(12345)
         sums: dict[str, list] = {}
         for row in rows:
