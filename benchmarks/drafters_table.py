@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -104,8 +105,13 @@ def calibration_table(runs: Path) -> list[str]:
             continue
         c = json.loads(p.read_text())
         g = len(c["temperatures"])
-        lines += [f"", f"T = {t}: fitted on {c['fit_steps']} steps, evaluated on {c['heldout_steps']} "
-                  f"held-out steps; mean ECE {100 * c['mean_ece_raw']:.2f}% raw -> "
+        if c.get("heldout_rollouts"):
+            where = (f"fitted on all {c['fit_steps']} steps of the calibration prompts, evaluated on "
+                     f"{c['heldout_steps']} steps of other prompts (`{c['heldout_rollouts']}`)")
+        else:
+            where = (f"fitted on {c['fit_steps']} steps (even requests), evaluated on "
+                     f"{c['heldout_steps']} held-out steps (odd requests)")
+        lines += [f"", f"T = {t}: {where}; mean ECE {100 * c['mean_ece_raw']:.2f}% raw -> "
                   f"{100 * c['mean_ece_sts']:.2f}% after STS.", "",
                   "| position k | " + " | ".join(str(k) for k in range(1, g + 1)) + " |",
                   "|---|" + "---|" * g]
@@ -116,11 +122,22 @@ def calibration_table(runs: Path) -> list[str]:
         lines.append("| P(1..k accepted) | " + " | ".join(f"{r['accept_rate']:.3f}" for r in c["sts"]) + " |")
         lines.append("| T_k | " + " | ".join(f"{x:.2f}" for x in c["temperatures"]) + " |")
         if "fit" in c:
-            short = {"fitted": "fitted", "kept 1: no cross-validated ECE gain": "kept 1 (no CV gain)"}
-            lines.append("| fit rule | " + " | ".join(short.get(f["rule"], "kept 1 (few positives)")
-                                                      for f in c["fit"]) + " |")
-            lines.append("| fit-half positives | " + " | ".join(str(f["positives"]) for f in c["fit"]) + " |")
+            lines.append("| fit rule | " + " | ".join(_rule_label(f["rule"]) for f in c["fit"]) + " |")
+            label = "fit positives" if c.get("heldout_rollouts") else "fit-half positives"
+            lines.append(f"| {label} | " + " | ".join(str(f["positives"]) for f in c["fit"]) + " |")
     return lines
+
+
+def _rule_label(rule: str) -> str:
+    """A short table label of an STS fit rule (sts.fit_sts_detail's `rule` text)."""
+    if rule == "fitted":
+        return "fitted"
+    if "cross-validated" in rule:
+        return "kept 1 (no CV gain)"
+    m = re.match(r"kept 1: fewer than (\d+) (accepted prefixes|failures)", rule)
+    if m:
+        return f"kept 1 (< {m.group(1)} {'positives' if m.group(2) == 'accepted prefixes' else 'failures'})"
+    return rule
 
 
 def previous_section(results: Path, title: str) -> list[str]:

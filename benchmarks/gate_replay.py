@@ -91,10 +91,11 @@ class _Ctx:
         self.tokens = range(n)
 
 
-def _walk(rec: dict, kind: str, gamma: int, hw, skip: bool | None, gate: dict | None = None
-          ) -> float:
+def _walk(rec: dict, kind: str, gamma: int, hw, skip: bool | None, gate: dict | None = None,
+          fixed: int = 0) -> float:
     """Tokens/s of one recorded output under the scheduler (skip None: plain decoding); `gate`
-    holds ScheduledVerify's gate settings (smoothing, max_skip) where they differ from its own."""
+    holds ScheduledVerify's settings (smoothing, max_skip, recent) where they differ from its
+    own; `fixed` k > 0 drafts and verifies k every step (the speedup bound's policy)."""
     import torch
 
     from dspark_sim.decode.drafters.base import Draft
@@ -106,6 +107,8 @@ def _walk(rec: dict, kind: str, gamma: int, hw, skip: bool | None, gate: dict | 
     while pos < len(anchors):
         context = base + pos
         k = 0 if skip is None else min(gamma, hook.draft_budget(_Ctx(context)))
+        if fixed:
+            k = fixed
         if k == 0:
             seconds += hook.step_seconds(1, context, 0)
             pos += 1
@@ -114,7 +117,7 @@ def _walk(rec: dict, kind: str, gamma: int, hw, skip: bool | None, gate: dict | 
         conf = step["c"]
         draft = Draft(torch.zeros(k, dtype=torch.long),
                       confidence=None if conf is None else torch.tensor(conf))
-        l = hook(draft, _Ctx(context))
+        l = k if fixed else hook(draft, _Ctx(context))
         seconds += hook.step_seconds(1 + l, context, k)
         pos += min(step["n"], l) + 1
     return len(anchors) / seconds
@@ -146,7 +149,9 @@ def replay(args) -> None:
     kind, gamma = data["kind"], data["gamma"]
     policies = {"scheduled": (False, None), "gated": (True, None),
                 **{f"gated-s{a}": (True, {"smoothing": a}) for a in args.smoothing},
-                **{f"gated-m{m}": (True, {"max_skip": m}) for m in args.max_skip}}
+                **{f"gated-m{m}": (True, {"max_skip": m}) for m in args.max_skip},
+                **{f"gated-r{r}": (True, {"recent": r}) for r in args.recent},
+                **{f"fixed-{k}": (True, {"fixed": k}) for k in args.fixed}}
     print(f"{data['drafter']} on {hw.name}: tokens/s over plain decoding per prompt, median (mean)")
     print(f"{'task':6} {'prompts':>7} " + " ".join(f"{k:>15}" for k in (*policies, "oracle")))
     for task in dict.fromkeys(r["task"] for r in data["prompts"]):
@@ -154,7 +159,9 @@ def replay(args) -> None:
         plain = np.array([_walk(r, kind, gamma, hw, None) for r in recs])
         cols = []
         for skip, gate in policies.values():
-            ratio = np.array([_walk(r, kind, gamma, hw, skip, gate) for r in recs]) / plain
+            gate = dict(gate or {})
+            fixed = gate.pop("fixed", 0)
+            ratio = np.array([_walk(r, kind, gamma, hw, skip, gate, fixed) for r in recs]) / plain
             cols.append(ratio)
         cols.append(np.array([_oracle(r, kind, gamma, hw) for r in recs]) / plain)
         print(f"{task:6} {len(recs):7d} " + " ".join(
@@ -179,6 +186,11 @@ def main() -> None:
                    help="also replay the gate with these `smoothing` factors (1 = the latest step alone)")
     p.add_argument("--max-skip", type=int, nargs="*", default=[],
                    help="also replay the gate with these longest back-offs (steps; the hook's default is 16)")
+    p.add_argument("--recent", type=int, nargs="*", default=[],
+                   help="also replay the gate with these budget windows (draft steps whose most "
+                        "verified drafts, plus one, cap the next budget; the hook's default is 8)")
+    p.add_argument("--fixed", type=int, nargs="*", default=[],
+                   help="also replay drafting and verifying k drafts every step, for these k")
     p.add_argument("--hw", default=DEFAULT_HW, help=f"hardware profile to price steps (default {DEFAULT_HW})")
     args = ap.parse_args()
     if args.cmd == "record":
@@ -188,8 +200,9 @@ def main() -> None:
         if args.skip < 0:
             ap.error(f"--skip must be >= 0, got {args.skip}")
     else:
-        if any(m < 1 for m in args.max_skip):
-            ap.error(f"--max-skip values must be >= 1, got {args.max_skip}")
+        for name in ("max_skip", "recent", "fixed"):
+            if any(v < 1 for v in getattr(args, name)):
+                ap.error(f"--{name.replace('_', '-')} values must be >= 1, got {getattr(args, name)}")
         if any(not 0.0 < a <= 1.0 for a in args.smoothing):
             ap.error(f"--smoothing values must be in (0, 1], got {args.smoothing}")
         try:

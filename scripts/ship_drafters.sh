@@ -9,7 +9,9 @@
 # Settings: STEPS (160 optimizer steps per run), SEEDS ("0 1 2"), KINDS ("dspark dflash eagle3 mtp1"),
 # SEEDS_EXTRA_KINDS (kinds trained on every seed; others on the first seed only: "dspark dflash"),
 # JOBS (2 parallel runs), N (prompts per task, 6), TOKENS (64), THREADS (1), NCAL (held-out prompts
-# per task for calibrate, 24), NP / TP (prompts per task / tokens of the shipped profiles, 10 / 96),
+# per task STS is fitted on, 48), NBENCH (benchmark prompts per task it is scored on, 32), NP / TP (prompts per task / tokens of the shipped profiles, 10 / 96),
+# TRAIN_DATA / FEATURES (the pack `train` reads and its target-feature cache: the 576-answer pack
+# and runs/train/features by default; the full mix is ...-selfdistill-full.npz with its own cache),
 # NS (prompts per task of the speed stage, 6), HW (its step curve, measure), RNN (1: also DSpark
 # with the RNN head, first seed, measured with and without its head), TAG (suffix of the run names,
 # "" by default), FROM (tag of finished runs to warm-start every run from with `train --init-from`:
@@ -35,6 +37,8 @@ export HF_HUB_OFFLINE=1
 CLI=.venv/bin/dspark-sim
 RUN=runs/train
 DATA=dspark_sim/data/distill/smollm2-135m-selfdistill.npz
+TRAIN_DATA=${TRAIN_DATA:-$DATA}          # the pack `train` reads (the full mix: ...-selfdistill-full.npz)
+FEATURES=${FEATURES:-$RUN/features}      # its target-feature cache (one directory per pack)
 STEPS=${STEPS:-160}
 SEEDS=${SEEDS:-0 1 2}
 KINDS=${KINDS:-dspark dflash eagle3 mtp1}
@@ -83,7 +87,7 @@ distill-full)   # the rest of the default mix (1,342 more answers; 18 min on two
 train)
   # the feature cache first (one process), then the runs JOBS at a time
   # (a probe directory of its own, so two pipelines of this script can train side by side)
-  $CLI train --drafter dflash --data $DATA --features $RUN/features --out $RUN/.cache-probe-$$ \
+  $CLI train --drafter dflash --data $TRAIN_DATA --features $FEATURES --out $RUN/.cache-probe-$$ \
     --steps 1 --threads $THREADS --fresh > logs/train-features-$$.log 2>&1
   rm -rf $RUN/.cache-probe-$$ && mv logs/train-features-$$.log logs/train-features.log
   runs | xargs -P "$JOBS" -L 1 bash -c '
@@ -100,7 +104,7 @@ train)
       [ -d '"$SHIP"'/$kind ] && [ $seed = '"${SEEDS%% *}"' ] || { echo "FROM_SHIPPED: no shipped $kind for seed $seed" >&2; exit 255; }
       init="--init-from '"$SHIP"'/$kind --prior-steps '"${FROM_SHIPPED:-}"'"
     fi
-    '"$CLI"' train --drafter $drafter --seq-head $head --data '"$DATA"' --features '"$RUN"'/features \
+    '"$CLI"' train --drafter $drafter --seq-head $head --data '"$TRAIN_DATA"' --features '"$FEATURES"' \
       --out '"$RUN"'/$kind-s$seed'"$TAG"' $init --steps '"$STEPS"' --gamma 7 --draft-vocab 8192 \
       --seq-rank 64 --row-len $rowlen --anchors 256 --seed $seed --threads '"$THREADS"' \
       > logs/train-$kind-s$seed'"$TAG"'.log 2>&1' ;;
@@ -130,15 +134,21 @@ profiles)   # the shipped acceptance profiles: the shipped drafters on NP prompt
       --gamma $g --temperature $t --seed 0 --no-plain --threads '"$THREADS"' --name $name \
       --out '"$ACC"'/$name.acceptance.json > logs/profile-$name.log 2>&1' ;;
 calibrate)
-  # Both temperatures decode JOBS at a time (--dry-run: nothing written into the checkpoint yet),
-  # saving their rollouts as $RUN/calibration-tT/rollouts.npz; the fits are then stored into the
-  # checkpoint one after the other from those rollouts (no decoding).
+  # Both temperatures decode JOBS at a time (--dry-run: nothing written into the checkpoint yet):
+  # the calibration rollouts (NCAL held-out template prompts per task) into
+  # $RUN/calibration-tT/rollouts.npz, then the evaluation rollouts on other prompts (NBENCH per
+  # task of the benchmark sets, after the first 10 the acceptance profiles measure) into
+  # $RUN/calibration-bench-tT/rollouts.npz. STS is then fitted on all of the first and scored on
+  # the second, and stored into the checkpoint, one temperature after the other (no decoding).
   ckpt=$RUN/dspark-s${SEEDS%% *}$TAG/drafter
   printf "0\n1\n" | xargs -P "$JOBS" -I{} bash -c "$CLI calibrate --drafter $ckpt --temperature {} \
     --n ${NCAL:-48} --gamma 7 --max-new-tokens $TOKENS --report $RUN/calibration-t{} --threads $THREADS \
-    --dry-run > logs/calibrate-t{}.log 2>&1"
+    --dry-run > logs/calibrate-t{}.log 2>&1 && $CLI calibrate --drafter $ckpt --temperature {} \
+    --tasks '$TASKS' --skip 10 --n ${NBENCH:-32} --gamma 7 --max-new-tokens $TOKENS \
+    --report $RUN/calibration-bench-t{} --threads $THREADS --dry-run > logs/calibrate-bench-t{}.log 2>&1"
   for t in 0 1; do
     $CLI calibrate --drafter $ckpt --rollouts $RUN/calibration-t$t/rollouts.npz \
+      --heldout-rollouts $RUN/calibration-bench-t$t/rollouts.npz \
       --report $RUN/calibration-t$t >> logs/calibrate-t$t.log 2>&1
   done ;;
 speed)

@@ -120,11 +120,17 @@ def _concat_grouped(parts: list[RolloutSteps], gamma: int) -> tuple[RolloutSteps
                         np.concatenate([p.accepted for _, p in keep])), groups
 
 
-def fit_and_report(per_request: list[RolloutSteps], gamma: int, **sts_options: Any
+def fit_and_report(per_request: list[RolloutSteps], gamma: int, *,
+                   heldout: list[RolloutSteps] | None = None, **sts_options: Any
                    ) -> tuple[np.ndarray, dict, RolloutSteps]:
-    """Fit STS on even-numbered requests, evaluate raw vs calibrated on odd-numbered ones."""
-    fit, groups = _concat_grouped(per_request[0::2], gamma)
-    held = _concat(per_request[1::2], gamma)
+    """Fit STS on even-numbered requests, evaluate raw vs calibrated on odd-numbered ones; with
+    `heldout` (rollouts of other prompts), fit on every request and evaluate on those."""
+    if heldout is None:
+        fit, groups = _concat_grouped(per_request[0::2], gamma)
+        held = _concat(per_request[1::2], gamma)
+    else:
+        fit, groups = _concat_grouped(per_request, gamma)
+        held = _concat(heldout, gamma)
     if fit.z.shape[0] < 20 or held.z.shape[0] < 20:
         raise ValueError(f"too few rollout steps to calibrate ({fit.z.shape[0]} fit, "
                          f"{held.z.shape[0]} held out); use more or longer prompts")

@@ -60,16 +60,18 @@ class ScheduledVerify:
 
     def __init__(self, hw: HardwareProfile, drafter_kind: str, gamma: int, *,
                  skip_drafting: bool = False, max_skip: int = 16, smoothing: float = SMOOTHING,
-                 lagged: bool = False) -> None:
+                 lagged: bool = False, recent: int = RECENT) -> None:
         if gamma < 1:
             raise ValueError(f"gamma must be >= 1, got {gamma}")
         if max_skip < 1:
             raise ValueError(f"max_skip must be >= 1, got {max_skip}")
         if not 0.0 < smoothing <= 1.0:
             raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
+        if recent < 1:
+            raise ValueError(f"recent must be >= 1, got {recent}")
         self.gamma = gamma
         self.skip_drafting, self.max_skip, self.smoothing = skip_drafting, max_skip, smoothing
-        self.lagged = lagged
+        self.lagged, self.recent = lagged, recent
         self._lagged_k: int | None = None   # budget found on the previous draft step's confidences
         self._gain: float | None = None   # smoothed relative gain of drafting over a plain step
         self._backoff = 0        # steps skipped after the latest zero decision
@@ -144,7 +146,7 @@ class ScheduledVerify:
     def draft_budget(self, ctx: Context) -> int:
         """Drafts the loop should propose this step (`speculative_generate(draft_budget=...)`):
         0 while the skip-drafting back-off lasts; else the scheduler's `depth`, capped at one
-        more than the most drafts it verified in the last `RECENT` draft steps (so the budget
+        more than the most drafts it verified in the last `recent` draft steps (so the budget
         can grow by one a step while the drafts keep being verified in full; not capped when
         `lagged`, whose next budget needs the deep confidences)."""
         if self._skip_left > 0:
@@ -152,5 +154,5 @@ class ScheduledVerify:
             return 0
         budget = self.depth(len(ctx.tokens))
         if self.decisions and not self.lagged:
-            budget = min(budget, 1 + max(self.decisions[-RECENT:]))
+            budget = min(budget, 1 + max(self.decisions[-self.recent:]))
         return budget

@@ -33,8 +33,11 @@ def test_oracle_bounds_every_policy(hw, accept, conf):
     plain = gate_replay._walk(rec, "dspark", GAMMA, hw, None)
     oracle = gate_replay._oracle(rec, "dspark", GAMMA, hw)
     assert oracle >= plain * (1 - 1e-9)
-    for skip, gate in ((False, None), (True, None), (True, {"smoothing": 1.0}), (True, {"max_skip": 4})):
+    for skip, gate in ((False, None), (True, None), (True, {"smoothing": 1.0}), (True, {"max_skip": 4}),
+                       (True, {"recent": 1})):
         assert gate_replay._walk(rec, "dspark", GAMMA, hw, skip, gate) <= oracle * (1 + 1e-9)
+    for k in (1, 2, GAMMA):                 # drafting and verifying k every step, too
+        assert gate_replay._walk(rec, "dspark", GAMMA, hw, True, None, fixed=k) <= oracle * (1 + 1e-9)
 
 
 def test_gate_skips_where_drafts_never_land_and_drafts_where_they_do(hw):

@@ -139,6 +139,14 @@ def test_the_draft_budget_is_the_depth_the_scheduler_could_ever_admit():
     flat = ScheduledVerify(CPU, "dspark", GAMMA)
     flat(_draft([1.0, 0.01, 0.01, 0.01]), _ctx())
     assert flat.decisions == [1] and flat.draft_budget(_ctx()) == 2
+    # the window of draft steps whose most verified drafts cap the budget (`recent`)
+    for recent, want in ((1, 2), (2, 4)):
+        hook = ScheduledVerify(CPU, "dspark", GAMMA, recent=recent)
+        hook(_draft([1.0, 1.0, 1.0, 0.01]), _ctx())
+        hook(_draft([1.0, 0.01, 0.01, 0.01]), _ctx())
+        assert hook.decisions == [3, 1] and hook.draft_budget(_ctx()) == want
+    with pytest.raises(ValueError, match="recent"):
+        ScheduledVerify(CPU, "dspark", GAMMA, recent=0)
 
 
 def test_a_block_drafter_is_priced_at_the_drafts_it_makes():

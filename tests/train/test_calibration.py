@@ -97,3 +97,19 @@ def test_grid_ece_curve_is_the_metrics_ece():
     curve = _ece_curve(prefix, steps.z[:, 1], y, grid, np.ones(300), 20)
     want = [ece(prefix / (1 + np.exp(-steps.z[:, 1] / t)), y, 20) for t in grid]
     assert curve == pytest.approx(want, abs=1e-12)
+
+
+def test_fit_and_report_with_heldout_rollouts_fits_every_request_and_scores_the_others():
+    from dspark_sim.calibration.rollouts import fit_and_report
+
+    parts = [_rollouts(150, 20 + i) for i in range(8)]
+    other = [_rollouts(150, 40 + i) for i in range(4)]
+    temps_half, half, _ = fit_and_report(parts, 5)
+    temps, rep, held = fit_and_report(parts, 5, heldout=other)
+    assert half["fit_steps"] == 600 and half["heldout_steps"] == 600
+    assert rep["fit_steps"] == 1200 and rep["heldout_steps"] == 600 == held.z.shape[0]
+    assert np.allclose(held.z, np.concatenate([p.z for p in other]))
+    # the over-confident logits are calibrated on rollouts the fit never saw
+    assert rep["mean_ece_sts"] < 0.5 * rep["mean_ece_raw"]
+    with pytest.raises(ValueError, match="too few"):
+        fit_and_report(parts, 5, heldout=[_rollouts(5, 99)])

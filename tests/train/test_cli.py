@@ -139,6 +139,29 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
     assert main(["calibrate", "--drafter", "dspark", "--rollouts", str(tmp_path / "cal" / "rollouts.npz"),
                  "--report", str(tmp_path / "refit")]) == 2
     assert "holds rollouts of drafter" in capsys.readouterr().err
+    # fitted on every request of one run, scored on another run's rollouts (other prompts)
+    assert main(["calibrate", "--drafter", str(run / "drafter"), "--rollouts",
+                 str(tmp_path / "cal" / "rollouts.npz"), "--heldout-rollouts",
+                 str(tmp_path / "cal" / "rollouts.npz"), "--report", str(tmp_path / "cross"),
+                 "--dry-run"]) == 0
+    cross = json.loads((tmp_path / "cross" / "calibration.json").read_text())
+    assert cross["fit_steps"] == cross["heldout_steps"] == refit["fit_steps"] + refit["heldout_steps"]
+    assert cross["heldout_rollouts"].endswith("rollouts.npz")
+    other_t = tmp_path / "t1.npz"
+    from dspark_sim.calibration.rollouts import load_rollouts, save_rollouts
+    parts, meta = load_rollouts(tmp_path / "cal" / "rollouts.npz")
+    save_rollouts(other_t, parts, {**meta, "temperature": 1.0})
+    assert main(["calibrate", "--drafter", str(run / "drafter"), "--rollouts",
+                 str(tmp_path / "cal" / "rollouts.npz"), "--heldout-rollouts", str(other_t),
+                 "--report", str(tmp_path / "cross"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "t1.npz" in err and "temperature" in err and "--heldout-rollouts" in err
+    # --tasks: prompt sets by name, too few after --skip is refused before any decoding
+    assert main(["calibrate", "--drafter", str(run / "drafter"), "--tasks", f"toy={held}", "--skip", "20",
+                 "--n", "8", "--report", str(tmp_path / "cal2"), "--dry-run", *tgt]) == 2
+    err = capsys.readouterr().err
+    assert "fewer than 8 prompts after skipping 20" in err and "toy (4)" in err
+    assert not (tmp_path / "cal2").exists()
 
 
 def test_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):

@@ -65,3 +65,21 @@ def test_seed_reports_named_as_the_measure_stage_writes_them(tmp_path):
     assert not drafter_seeds.seed_has_reports(tmp_path, "0")
     (tmp_path / "dflash-s0-t1.report.json").write_text("{}")
     assert drafter_seeds.seed_has_reports(tmp_path, "0") and not drafter_seeds.seed_has_reports(tmp_path, "1")
+
+
+def test_calibration_table_names_its_held_out_set_and_each_fit_rule(tmp_path):
+    rows = [{"ece": 0.02, "auroc": 0.8, "brier": 0.1, "accept_rate": 0.3}] * 3
+    fit = [{"rule": "fitted", "positives": 300}, {"rule": "kept 1: no cross-validated ECE gain", "positives": 90},
+           {"rule": "kept 1: fewer than 1000000 accepted prefixes", "positives": 40}]
+    (tmp_path / "calibration-t1").mkdir()
+    cal = {"temperatures": [0.9, 1.0, 1.0], "fit_steps": 500, "heldout_steps": 400, "raw": rows, "sts": rows,
+           "mean_ece_raw": 0.02, "mean_ece_sts": 0.02, "fit": fit, "heldout_rollouts": "runs/b/rollouts.npz"}
+    (tmp_path / "calibration-t1" / "calibration.json").write_text(json.dumps(cal))
+    text = "\n".join(drafters_table.calibration_table(tmp_path))
+    assert "fitted on all 500 steps" in text and "400 steps of other prompts (`runs/b/rollouts.npz`)" in text
+    assert "| fit rule | fitted | kept 1 (no CV gain) | kept 1 (< 1000000 positives) |" in text
+    assert "| fit positives | 300 | 90 | 40 |" in text
+    del cal["heldout_rollouts"]
+    (tmp_path / "calibration-t1" / "calibration.json").write_text(json.dumps(cal))
+    text = "\n".join(drafters_table.calibration_table(tmp_path))
+    assert "(even requests)" in text and "| fit-half positives |" in text

@@ -96,13 +96,17 @@ def _exact_joint(model, prompt, n, sampling) -> dict[tuple[int, ...], float]:
     return out
 
 
-def chi_square_p(model, drafter, sampling, samples=SAMPLES, seed=0) -> float:
+def chi_square_p(model, drafter, sampling, samples=SAMPLES, seed=0, verify_len=None,
+                 draft_budget=None) -> float:
+    """p-value of the first TOKENS sampled tokens against their exact joint; `verify_len` /
+    `draft_budget` are the loop's hooks, kept across the samples (their state carries over)."""
     target = HFTarget(model)
     g = torch.Generator().manual_seed(seed)
     counts = Counter()
     for _ in range(samples):
         out = speculative_generate(target, drafter, PROMPT, max_new_tokens=TOKENS, gamma=2,
-                                   sampling=sampling, generator=g)
+                                   sampling=sampling, generator=g, verify_len=verify_len,
+                                   draft_budget=draft_budget)
         counts[tuple(out.output_ids)] += 1
     exact = _exact_joint(model, PROMPT, TOKENS, sampling)
     observed = np.array([counts[k] for k in exact], dtype=float)
@@ -169,3 +173,57 @@ def test_a_dishonest_draft_distribution_is_caught(small_vocab_target):
 
     liar = Dishonest(m, HFTarget(model), "dspark")
     assert chi_square_p(model, liar, Sampling(temperature=1.0), samples=4_000) < 1e-3
+
+
+def _confidence_reading_drafter(model):
+    """The random DSpark drafter with a confidence head that reads only the previous token:
+    c_k = 0.88 after draft-vocabulary tokens 0, 2 and 5, 0.12 after 1 and 3 (c_1 reads the
+    anchor, c_2 the sampled draft x_1)."""
+    drafter = _random_drafter("dspark", model)
+    m = drafter.module
+    rank = m.cfg.seq_rank
+    want = torch.tensor([2.0, -2.0, 2.0, -2.0, 2.0, 0.0])    # logit per W1 row (last: any other token)
+    with torch.no_grad():
+        w = torch.linalg.lstsq(m.seq_head.w1.weight.float(), want.unsqueeze(1)).solution[:, 0]
+        m.conf_head.proj.weight.zero_()
+        m.conf_head.proj.weight[0, -rank:] = w
+        m.conf_head.proj.bias.zero_()
+    return drafter
+
+
+@pytest.mark.parametrize("lagged", [False, True])
+def test_scheduled_sampling_is_distribution_exact(lagged, small_vocab_target):
+    """DSpark's scheduler in the loop at T > 0 (Algorithm 1 or the lagged budget, with the
+    skip-drafting gate): how many drafts a step verifies depends on confidences that read the
+    sampled drafts, the early stop (or the lag) keeps that decision from reading a draft it
+    verifies, and the output stays exactly the target's."""
+    from dspark_sim.profiles.registry import load_hw_profile
+    from dspark_sim.serve.single import ScheduledVerify
+
+    model = small_vocab_target
+    hook = ScheduledVerify(load_hw_profile("cpu-2core-smollm2-135m"), "dspark", 2,
+                           skip_drafting=True, lagged=lagged)
+    p = chi_square_p(model, _confidence_reading_drafter(model), Sampling(temperature=0.9, top_k=5),
+                     samples=2_000, verify_len=hook, draft_budget=hook.draft_budget)
+    counts = Counter(hook.decisions)
+    assert counts[0] > 100 and counts[2] > 100, counts     # steps verify none and both drafts
+    assert p > 1e-3
+
+
+def test_a_verify_length_that_reads_its_own_drafts_is_caught(small_vocab_target):
+    """Negative control: Algorithm 1 without its early stop, on the paper's counterexample
+    curve SPS(1, 2, 3) = (1, 0.5, 0.45), verifies x_1 and x_2 together only when c_2, which
+    reads x_1, is high (with the early stop it verifies nothing there: one draft never pays);
+    the output is biased and the same chi-square test sees it (p ~ 1e-5 at 500 samples)."""
+    from dspark_sim.sim.schedule import prefix_schedule
+
+    model = small_vocab_target
+    curve = np.array([1.0, 0.5, 0.45])
+
+    def unstopped(draft, ctx):
+        conf = draft.confidence.float().numpy()[None, :]
+        return int(prefix_schedule(conf, lambda b: curve[np.asarray(b) - 1], early_stop=False)[0])
+
+    p = chi_square_p(model, _confidence_reading_drafter(model), Sampling(temperature=0.9, top_k=5),
+                     samples=1_500, verify_len=unstopped)
+    assert p < 1e-3
