@@ -9,7 +9,8 @@ import typer
 
 from ..errors import InputError
 from .decode_cmd import DeviceOpt, TargetOpt, ThreadsOpt
-from .train_cmd import GSM8K_TRAIN, _log, _progress, _target
+from .longrun import load_target_threads, log_line, progress_bar
+from .train_cmd import GSM8K_TRAIN
 
 
 def register(app: typer.Typer) -> None:
@@ -147,16 +148,16 @@ def _collect_rollouts(drafter, target, items, temperature, gamma, max_new_tokens
     from ..decode.prompts import encode_prompt
     from ..decode.sampling import Sampling
 
-    tgt = _target(target, device, threads)
+    tgt = load_target_threads(target, device, threads)
     drf = make_drafter(drafter, tgt)
     if getattr(getattr(drf, "module", None), "conf_head", None) is None:
         raise InputError("this drafter has no confidence head", field="--drafter")
     ids = [encode_prompt(tgt.tokenizer, p.text, True) for p in items]
-    with _progress("rollouts") as bar:
+    with progress_bar("rollouts") as bar:
         task = bar.add_task("rollouts", total=len(ids), info="")
 
         def on_prompt(done: int, total: int) -> None:
             bar.update(task, completed=done)
-            _log(f"rollouts {done}/{total}")
+            log_line(f"rollouts {done}/{total}")
         return collect(tgt, drf, ids, gamma=gamma, sampling=Sampling(temperature),
                        max_new_tokens=max_new_tokens, seed=seed, on_prompt=on_prompt)

@@ -3,7 +3,6 @@ target (`calibrate` is in calibrate_cmd.py)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -11,34 +10,9 @@ import typer
 
 from ..errors import InputError
 from .decode_cmd import DEVICE_HELP, DeviceOpt, TargetOpt, ThreadsOpt
+from .longrun import load_target_threads, log_line, progress_bar
 
 GSM8K_TRAIN = "../shared/prompts/gsm8k/train.jsonl"
-
-
-def _progress(description: str):
-    """A rich progress bar on stderr (plain lines when stderr is not a terminal)."""
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-
-    return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                    console=Console(stderr=True), disable=not sys.stderr.isatty())
-
-
-def _log(line: str) -> None:
-    if not sys.stderr.isatty():
-        typer.echo(line, err=True)
-
-
-def _target(spec: str, device: str, threads: int):
-    import torch
-
-    from ..decode.loading import load_target
-
-    if threads > 0:
-        torch.set_num_threads(threads)
-    return load_target(spec, device)
 
 
 def _floats(text: str, field: str) -> list[float]:
@@ -103,13 +77,13 @@ def register(app: typer.Typer) -> None:
             from ..train.selfdistill import seed_from_pack
             n_seeded = seed_from_pack(resume_from, out, chunk=batch_size)
             typer.echo(f"started {out} from {n_seeded} answers in {resume_from}")
-        tgt = _target(target, device, threads)
-        with _progress("distilling") as bar:
+        tgt = load_target_threads(target, device, threads)
+        with progress_bar("distilling") as bar:
             task = bar.add_task("distill", total=len(items), info="")
 
             def on_batch(done: int, todo: int) -> None:
                 bar.update(task, completed=len(items) - todo + done, info=f"{done}/{todo} new")
-                _log(f"{done}/{todo} prompts answered")
+                log_line(f"{done}/{todo} prompts answered")
             n = run_distill(tgt, items, out, temperatures=[temps[i % len(temps)] for i in range(len(items))],
                             batch_size=batch_size, max_new_tokens=max_new_tokens, seed=seed,
                             on_batch=on_batch, minutes=minutes)
@@ -236,17 +210,17 @@ def register(app: typer.Typer) -> None:
                 raise InputError("not a self-distillation directory or .npz pack", file=d,
                                  field="--data")
             read_records(d)             # a bad shard fails before the target loads
-        tgt = _target(target, device, threads)
+        tgt = load_target_threads(target, device, threads)
         torch.manual_seed(seed)
         from ..decode.target import default_taps
         taps = list(default_taps(tgt.num_layers))
-        with _progress("target features") as bar:
+        with progress_bar("target features") as bar:
             task = bar.add_task("features", total=None, info="")
 
             def on_progress(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
                 if done % 200 == 0 or done == total:
-                    _log(f"features {done}/{total}")
+                    log_line(f"features {done}/{total}")
             cache = feature_cache(tgt, list(data), taps, cache_dir=features, on_progress=on_progress)
         arch = dict(gamma=gamma, draft_vocab=draft_vocab, seq_head=seq_head, seq_rank=seq_rank,
                     confidence=confidence)
@@ -260,7 +234,7 @@ def register(app: typer.Typer) -> None:
                           budget_minutes=budget_minutes, seed=seed, checkpoint_minutes=checkpoint_minutes,
                           autocast_bf16=tgt.device.type == "cuda", seq_lr_mult=seq_lr_mult,
                           loss=LossWeights(anchors_per_row=anchors, backbone=backbone_loss))
-        with _progress(f"training {drafter}") as bar:
+        with progress_bar(f"training {drafter}") as bar:
             task = bar.add_task("train", total=None, info="")
 
             def on_step(step: int, total: int, m: dict) -> None:
@@ -268,7 +242,7 @@ def register(app: typer.Typer) -> None:
                 info = f"loss {m.get('loss', 0):.3f}" + (f" acc1 {acc[0]:.2f}" if acc else "")
                 bar.update(task, completed=step, total=total if total < 10 ** 9 else None, info=info)
                 if step % 10 == 0 or step == total:
-                    _log(f"step {step}/{total if total < 10 ** 9 else '?'} {info}")
+                    log_line(f"step {step}/{total if total < 10 ** 9 else '?'} {info}")
             try:
                 summary = train_drafter(module, tgt, cache, out, cfg, resume=resume, export_dir=export,
                                         init_from=init_from, prior_steps=prior_steps,
