@@ -28,7 +28,8 @@
 # DSpark and DFlash the same chain from scratch (export SEEDS="1 2" KINDS="dspark dflash" RNN=0):
 # STEPS=160 train; FROM= TAG=-400 STEPS=240 train;
 # FROM_EXPORTED=-400 PRIOR_STEPS=400 TAG=-800 STEPS=400 train ablate measure.
-# The 1200-step chains (seeds side by side, one pipeline each): docs/drafters.md, "1200 steps, 3 seeds".
+# The 1200-step chains (seeds side by side, one pipeline each): docs/drafters.md, "1200 steps, 3 seeds";
+# the shipped configuration (full mix for the last 400 steps): "The shipped configuration, 3 seeds".
 # Every stage resumes where it stopped (training from its checkpoints, measuring from its record
 # files). Logs go to logs/, work files to runs/train/.
 set -euo pipefail
