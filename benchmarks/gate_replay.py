@@ -106,9 +106,10 @@ def _walk(rec: dict, kind: str, gamma: int, hw, skip: bool | None, gate: dict | 
     pos, seconds = 0, 0.0
     while pos < len(anchors):
         context = base + pos
-        k = 0 if skip is None else min(gamma, hook.draft_budget(_Ctx(context)))
         if fixed:
             k = fixed
+        else:
+            k = 0 if skip is None else min(gamma, hook.draft_budget(_Ctx(context)))
         if k == 0:
             seconds += hook.step_seconds(1, context, 0)
             pos += 1
@@ -147,22 +148,19 @@ def replay(args) -> None:
     data = args.data
     hw = load_hw_profile(args.hw)
     kind, gamma = data["kind"], data["gamma"]
-    policies = {"scheduled": (False, None), "gated": (True, None),
-                **{f"gated-s{a}": (True, {"smoothing": a}) for a in args.smoothing},
-                **{f"gated-m{m}": (True, {"max_skip": m}) for m in args.max_skip},
-                **{f"gated-r{r}": (True, {"recent": r}) for r in args.recent},
-                **{f"fixed-{k}": (True, {"fixed": k}) for k in args.fixed}}
+    policies = {"scheduled": dict(skip=False), "gated": dict(skip=True),   # _walk's keywords
+                **{f"gated-s{a}": dict(skip=True, gate={"smoothing": a}) for a in args.smoothing},
+                **{f"gated-m{m}": dict(skip=True, gate={"max_skip": m}) for m in args.max_skip},
+                **{f"gated-r{r}": dict(skip=True, gate={"recent": r}) for r in args.recent},
+                **{f"fixed-{k}": dict(skip=True, fixed=k) for k in args.fixed}}
     print(f"{data['drafter']} on {hw.name}: tokens/s over plain decoding per prompt, median (mean)")
     print(f"{'task':6} {'prompts':>7} " + " ".join(f"{k:>15}" for k in (*policies, "oracle")))
     for task in dict.fromkeys(r["task"] for r in data["prompts"]):
         recs = [r for r in data["prompts"] if r["task"] == task]
         plain = np.array([_walk(r, kind, gamma, hw, None) for r in recs])
         cols = []
-        for skip, gate in policies.values():
-            gate = dict(gate or {})
-            fixed = gate.pop("fixed", 0)
-            ratio = np.array([_walk(r, kind, gamma, hw, skip, gate, fixed) for r in recs]) / plain
-            cols.append(ratio)
+        for policy in policies.values():
+            cols.append(np.array([_walk(r, kind, gamma, hw, **policy) for r in recs]) / plain)
         cols.append(np.array([_oracle(r, kind, gamma, hw) for r in recs]) / plain)
         print(f"{task:6} {len(recs):7d} " + " ".join(
             f"{statistics.median(c):7.3f} ({c.mean():.3f})" for c in cols))
