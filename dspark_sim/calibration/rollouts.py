@@ -59,9 +59,10 @@ def save_rollouts(path: str | Path, per_request: list[RolloutSteps], meta: dict)
     return path
 
 
-def load_rollouts(path: str | Path) -> tuple[list[RolloutSteps], dict]:
+def load_rollouts(path: str | Path, option: str = "--rollouts") -> tuple[list[RolloutSteps], dict]:
     """The per-request rollouts and metadata written by save_rollouts; a file that is not one
-    raises InputError naming it and the array (or meta key) at fault."""
+    raises InputError naming it and the array (or meta key) at fault, or `option` (the command
+    line option that named the file) where the file cannot be opened as an npz at all."""
     path = Path(path)
 
     def bad(message: str, field: str | None = None) -> InputError:
@@ -70,7 +71,7 @@ def load_rollouts(path: str | Path) -> tuple[list[RolloutSteps], dict]:
         f = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise bad(f"not a rollouts file written by `dspark-sim calibrate` ({exc})",
-                  "--rollouts") from None
+                  option) from None
     arrays = {}
     with f:
         for key in ("z", "accepted", "steps_per_request", "meta"):

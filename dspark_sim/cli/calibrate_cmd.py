@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
                            "max_new_tokens": max_new_tokens, "prompts": source})
         heldout = None
         if heldout_rollouts is not None:
-            heldout, hmeta = load_rollouts(heldout_rollouts)
+            heldout, hmeta = load_rollouts(heldout_rollouts, "--heldout-rollouts")
             for key, want in (("gamma", gamma), ("temperature", temperature)):
                 if float(hmeta[key]) != float(want):
                     raise InputError(f"{heldout_rollouts}: {key} {hmeta[key]} but the fit's is {want}",

@@ -156,6 +156,12 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
                  "--report", str(tmp_path / "cross"), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "t1.npz" in err and "temperature" in err and "--heldout-rollouts" in err
+    (tmp_path / "junk.npz").write_text("not an npz")
+    assert main(["calibrate", "--drafter", str(run / "drafter"), "--rollouts",
+                 str(tmp_path / "cal" / "rollouts.npz"), "--heldout-rollouts", str(tmp_path / "junk.npz"),
+                 "--report", str(tmp_path / "cross"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "junk.npz" in err and "'--heldout-rollouts'" in err and "'--rollouts'" not in err
     # --tasks: prompt sets by name, too few after --skip is refused before any decoding
     assert main(["calibrate", "--drafter", str(run / "drafter"), "--tasks", f"toy={held}", "--skip", "20",
                  "--n", "8", "--report", str(tmp_path / "cal2"), "--dry-run", *tgt]) == 2
