@@ -1,22 +1,23 @@
 """benchmarks/tau_decomposition.py: conditional acceptances and the split of a tau gain into
 position 1 and the later positions, checked on acceptance files with known counts."""
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from benchmarks import tau_decomposition as td
+from dspark_sim.profiles.acceptance import AcceptanceProfile, EmpiricalRequest, TaskAcceptance
 
 
 def _acceptance(path: Path, accepted: list[int], gamma: int = 3) -> None:
-    req = {"accepted": accepted}
-    path.write_text(json.dumps({"gamma": gamma, "tasks": {t: {"requests": [req]} for t in td.TASKS}}))
+    tasks = {t: TaskAcceptance("empirical", requests=[EmpiricalRequest(np.array(accepted))])
+             for t in td.TASKS}
+    AcceptanceProfile(path.stem, gamma, tasks, default_task="chat").save(path)
 
 
 def test_conditional_acceptance_counts_steps_that_reached_each_position(tmp_path):
     _acceptance(tmp_path / "a.json", [0, 0, 1, 2, 3, 3, 3, 1])   # 8 steps: 6 pass 1, 4 pass 2, 3 pass 3
-    a, tau = td.conditional_acceptance(tmp_path / "a.json", "math")
+    a, tau = td.conditional_acceptance(AcceptanceProfile.load(tmp_path / "a.json"), "math")
     assert a.tolist() == pytest.approx([6 / 8, 4 / 6, 3 / 4])
     assert tau == pytest.approx(1 + 13 / 8) == pytest.approx(td.tau_of(a))
 
