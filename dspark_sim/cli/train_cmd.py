@@ -159,6 +159,9 @@ def register(app: typer.Typer) -> None:
                                             "an extra 0.1 CE + 0.9 TV term on the backbone's "
                                             "logits without the sequential bias (0 = the "
                                             "paper's objective)."),
+        position_decay: float = typer.Option(4.0, "--position-decay", help="dflash/dspark: block "
+                                             "position k's loss weight exp(-(k-1)/decay) (4 = "
+                                             "the paper's)."),
         export: Optional[Path] = typer.Option(None, "--export", help="Also write the fp16 drafter here."),
         checkpoint_minutes: float = typer.Option(5.0, "--checkpoint-minutes", help="Minutes between checkpoints."),
         device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " Training uses bf16 "
@@ -179,6 +182,8 @@ def register(app: typer.Typer) -> None:
             raise InputError("give --steps or --budget-minutes", field="--budget-minutes")
         if gamma < 1:
             raise InputError(f"must be >= 1, got {gamma}", field="--gamma")
+        if position_decay <= 0:
+            raise InputError(f"must be > 0, got {position_decay}", field="--position-decay")
         if seq_head not in ("markov", "rnn"):
             raise InputError(f"must be markov or rnn, got {seq_head!r}", field="--seq-head")
         from ..train.selfdistill import read_records
@@ -233,7 +238,8 @@ def register(app: typer.Typer) -> None:
         cfg = TrainConfig(lr=lr, row_len=row_len, rows_per_batch=rows, steps=steps,
                           budget_minutes=budget_minutes, seed=seed, checkpoint_minutes=checkpoint_minutes,
                           autocast_bf16=tgt.device.type == "cuda", seq_lr_mult=seq_lr_mult,
-                          loss=LossWeights(anchors_per_row=anchors, backbone=backbone_loss))
+                          loss=LossWeights(anchors_per_row=anchors, backbone=backbone_loss,
+                                           position_decay=position_decay))
         with progress_bar(f"training {drafter}") as bar:
             task = bar.add_task("train", total=None, info="")
 

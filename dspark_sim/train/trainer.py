@@ -39,7 +39,7 @@ class ConfigMismatch(ValueError):
 def check_same_drafter(mine: dict, theirs: dict, source: str | Path, *, ignore: tuple = ()) -> None:
     """Raise ConfigMismatch naming the fields in which `source`'s drafter configuration differs
     from this module's (`ignore`: fields allowed to differ)."""
-    keys = (set(mine) | set(theirs)) - set(ignore)
+    keys = (set(mine) | set(theirs)) - set(ignore) - {"copy_bias"}   # decoding setting, not weights
     diff = sorted(k for k in keys if mine.get(k) != theirs.get(k))
     if diff:
         raise ConfigMismatch(f"{source} belongs to a different drafter configuration "

@@ -95,7 +95,8 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
                         "--backbone-from"),
                        ([*dflash, "--backbone-from", str(tmp_path / "df" / "drafter")], "--backbone-from"),
                        ([*more, "--backbone-from", str(run)], "--backbone-from"),   # not exported
-                       ([*dflash, "--backbone-loss", "1"], "--backbone-loss")):
+                       ([*dflash, "--backbone-loss", "1"], "--backbone-loss"),
+                       ([*dflash, "--position-decay", "0"], "--position-decay")):
         assert main([*bad, "--seq-rank", "8", "--out", str(tmp_path / "bad")]) == 2
         assert field in capsys.readouterr().err
 

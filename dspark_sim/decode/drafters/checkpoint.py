@@ -96,6 +96,11 @@ def config_from_dict(data: Any, file: str | Path | None = None,
         elif name == "sts":
             for key, temps in check.mapping(value, name).items():
                 check.number_list(temps, f"sts.{key}", 0.0, exclusive=True)
+        elif name == "copy_bias":
+            if value != []:
+                check.number_list(value, name, 0.0)
+            if len(value) > 2:
+                raise check.fail(name, f"expected [bigram, unigram], got {len(value)} numbers")
         elif not isinstance(value, str):
             raise check.fail(name, f"expected a string, got {value!r}")
     return DrafterConfig(**data)

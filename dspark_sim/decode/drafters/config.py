@@ -47,6 +47,8 @@ class DrafterConfig:
     target_fingerprint: str = ""
     # Sequential temperature scaling of the confidence logits, by sampling temperature.
     sts: dict[str, list[float]] = field(default_factory=dict)
+    # Copy bias [bigram, unigram] added to the copied token's logit (copybias.py); [] = off.
+    copy_bias: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -55,6 +57,8 @@ class DrafterConfig:
             self.gamma = 1
         if self.gamma < 1:
             raise ValueError("gamma must be >= 1")
+        if len(self.copy_bias) > 2 or any(b < 0 for b in self.copy_bias):
+            raise ValueError("copy_bias is [bigram, unigram], both >= 0")
 
     @property
     def has_confidence(self) -> bool:

@@ -2,7 +2,9 @@
 interface: incremental per-request state, proposals with draft distributions q, and for
 DSpark calibrated confidences c_k = sigmoid(z_k / T_k).
 
-`--drafter mtp1|eagle3|dflash|dspark` loads the checkpoint shipped for the embedded target
+A checkpoint whose config sets `copy_bias` adds the copy bias (copybias.py) to every draft
+slot's logits (block drafters then draft slot by slot). `--drafter mtp1|eagle3|dflash|dspark`
+loads the checkpoint shipped for the embedded target
 from `dspark_sim/data/drafters/<kind>/`; `--drafter PATH` loads any checkpoint directory.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..target import Target
 from .base import Draft, Drafter
 from .checkpoint import load_module, read_config
 from .config import DrafterConfig
+from .copybias import CopyIndex
 from .frozen import target_fingerprint
 
 
@@ -53,10 +56,34 @@ class TrainedDrafter(Drafter):
         self.taps = (-1,) if cfg.kind == "mtp1" else tuple(cfg.taps)
         self._state = None
         self._seen = 0
+        bias = list(cfg.copy_bias) + [0.0] * (2 - len(cfg.copy_bias))
+        self.copy_bias = (float(bias[0]), float(bias[1]))      # [bigram, unigram]; 0 = off
+        self._copy = CopyIndex()
 
     def begin(self, ctx: Context) -> None:
         self._state = self.module.new_state()
         self._seen = 0
+        self._copy = CopyIndex()
+
+    @property
+    def copies(self) -> bool:
+        return self.copy_bias[0] > 0 or self.copy_bias[1] > 0
+
+    def _with_copy(self, logits: torch.Tensor, drafted: list[torch.Tensor]) -> torch.Tensor:
+        """One slot's draft-vocabulary logits [1, Vd] plus the copy bias (copybias.py)."""
+        if not self.copies:
+            return logits
+        found = self._copy.candidate([int(t) for t in drafted], bigram=self.copy_bias[0] > 0,
+                                     unigram=self.copy_bias[1] > 0)
+        if found is None:
+            return logits
+        token, order = found
+        row = int(self.module.vocab.row[token])
+        if row >= logits.shape[-1]:                  # not draftable
+            return logits
+        logits = logits.clone()
+        logits[0, row] += self.copy_bias[0] if order == 2 else self.copy_bias[1]
+        return logits
 
     def _new_features(self, ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
         """Features of positions not given to the module yet [n, taps*d], and the token after each."""
@@ -80,6 +107,8 @@ class TrainedDrafter(Drafter):
         if self._state is None:
             self.begin(ctx)
         feats, nxt = self._new_features(ctx)
+        if self.copies:
+            self._copy.extend(ctx.tokens[len(self._copy):])
         k = min(gamma, self.cfg.gamma)
         if self.kind in ("dflash", "dspark"):
             self.module.extend(self._state, feats)
@@ -107,9 +136,10 @@ class TrainedDrafter(Drafter):
         m = self.module
         h = m.block_hidden(self._state, anchor, k)                     # (k, d): a k-slot block
         base = m.output_logits(h).float()                              # (k, Vd)
-        if self.kind == "dflash":
+        if self.kind == "dflash" and not self.copies:
             return Draft(*self._pick(base, sampling, generator))
-        head = m.seq_head
+        head = m.seq_head if self.kind == "dspark" else None
+        conf_head = m.conf_head if self.kind == "dspark" else None
         state = head.init_state(1, h) if head is not None else None
         prev = torch.tensor([anchor], device=h.device)
         toks, qs, zs = [], [], []
@@ -118,7 +148,8 @@ class TrainedDrafter(Drafter):
             if head is not None:
                 bias, state = head.step(m.vocab.index(prev), h[j:j + 1], state)
                 logits = logits + bias.float()
-            if m.conf_head is not None:
+            logits = self._with_copy(logits, toks)
+            if conf_head is not None:
                 zs.append(m.confidence_logits(h[j:j + 1], prev))
             tok, q = self._pick(logits, sampling, generator)
             toks.append(tok)
@@ -138,7 +169,8 @@ class TrainedDrafter(Drafter):
         h = self._state.last_hidden
         toks, qs, extra = [], [], []
         for j in range(k):
-            tok, q = self._pick(m.output_logits(h.unsqueeze(0)).float(), sampling, generator)
+            logits = self._with_copy(m.output_logits(h.unsqueeze(0)).float(), toks)
+            tok, q = self._pick(logits, sampling, generator)
             toks.append(tok)
             if q is not None:
                 qs.append(q)
