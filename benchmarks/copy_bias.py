@@ -19,6 +19,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from dspark_sim.errors import InputError
 from dspark_sim.fileio import write_json_atomic
 
 GSM8K_TRAIN = "../shared/prompts/gsm8k/train.jsonl"
@@ -44,6 +47,7 @@ def grid(args: argparse.Namespace) -> None:
     from dspark_sim.decode.loading import load_target
     from dspark_sim.decode.measure import Settings, measure_prompt
     from dspark_sim.decode.prompts import Prompt
+    from dspark_sim.decode.report import pooled_tau
     from dspark_sim.decode.sampling import Sampling
     from dspark_sim.train.prompts import heldout_prompts
 
@@ -63,12 +67,13 @@ def grid(args: argparse.Namespace) -> None:
         row: dict = {"bigram": b2, "unigram": b1}
         index = 0
         for task, prompts in tasks.items():
-            accepted = steps = 0
+            accepted, steps = [], []
             for prompt in prompts:
                 rec = measure_prompt(target, drafter, prompt, index, settings, sampling)
                 index += 1
-                accepted, steps = accepted + sum(rec.accepted), steps + len(rec.accepted)
-            row[task] = round(1 + accepted / steps, 4)
+                accepted.append(sum(rec.accepted))
+                steps.append(len(rec.accepted))
+            row[task] = round(pooled_tau(np.array(accepted), np.array(steps)), 4)
         row["macro"] = round(sum(row[t] for t in tasks) / len(tasks), 4)
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -87,13 +92,18 @@ def set_bias(args: argparse.Namespace) -> None:
     if args.bigram < 0 or args.unigram < 0:
         raise SystemExit("--bigram and --unigram must be >= 0")
     read_config(args.src)                                   # a valid checkpoint, or exit naming it
+    # Built beside DST and renamed into place, so an interrupted run leaves no half-written DST.
+    tmp = args.dst.with_name(args.dst.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(args.src, tmp)
+    cfg = json.loads((tmp / CONFIG).read_text(encoding="utf-8"))
+    cfg["copy_bias"] = [args.bigram, args.unigram]
+    write_json_atomic(tmp / CONFIG, cfg)
+    read_config(tmp)
     if args.dst.exists():
         shutil.rmtree(args.dst)
-    shutil.copytree(args.src, args.dst)
-    cfg = json.loads((args.dst / CONFIG).read_text(encoding="utf-8"))
-    cfg["copy_bias"] = [args.bigram, args.unigram]
-    write_json_atomic(args.dst / CONFIG, cfg)
-    read_config(args.dst)
+    tmp.rename(args.dst)
     print(f"wrote {args.dst} (copy_bias [{args.bigram:g}, {args.unigram:g}])")
 
 
@@ -118,7 +128,11 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--bigram", type=float, required=True, help="bias when the last two tokens match")
     s.add_argument("--unigram", type=float, default=0.0, help="bias when only the last token matches")
     args = ap.parse_args(argv)
-    {"grid": grid, "set": set_bias}[args.cmd](args)
+    try:
+        {"grid": grid, "set": set_bias}[args.cmd](args)
+    except InputError as exc:      # a bad checkpoint or prompt file: named with its field
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

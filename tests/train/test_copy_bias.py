@@ -125,3 +125,15 @@ def test_a_bad_copy_bias_in_config_json_names_the_field(trained, tmp_path, bad):
     (tmp_path / "config.json").write_text(json.dumps(cfg, indent=2))
     with pytest.raises(InputError, match="copy_bias"):
         read_config(tmp_path)
+
+
+def test_set_on_a_bad_checkpoint_exits_2_and_writes_nothing(tmp_path, capsys):
+    from benchmarks import copy_bias as cb
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "config.json").write_text('{"kind": "dflash"}')
+    with pytest.raises(SystemExit) as exc:
+        cb.main(["set", str(src), str(dst), "--bigram", "24"])
+    assert exc.value.code == 2 and "config.json" in capsys.readouterr().err
+    assert not dst.exists() and not (tmp_path / "dst.tmp").exists()

@@ -33,10 +33,11 @@ class CopyIndex:
             if j >= 2:
                 self._after2[(t[j - 2], t[j - 1])] = j
 
-    def candidate(self, drafted: list[int], bigram: bool = True, unigram: bool = True
+    def candidate(self, drafted: list, bigram: bool = True, unigram: bool = True
                   ) -> tuple[int, int] | None:
         """(token, 2 or 1) copied after the latest earlier match of the history's last two
-        (else last one) tokens, the history being the committed tokens plus `drafted`."""
+        (else last one) tokens, the history being the committed tokens plus `drafted` (ints or
+        one-element tensors)."""
         m, d = len(self._tokens), len(drafted)
         n = m + d
         if n < 2:

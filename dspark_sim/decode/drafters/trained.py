@@ -70,10 +70,11 @@ class TrainedDrafter(Drafter):
         return self.copy_bias[0] > 0 or self.copy_bias[1] > 0
 
     def _with_copy(self, logits: torch.Tensor, drafted: list[torch.Tensor]) -> torch.Tensor:
-        """One slot's draft-vocabulary logits [1, Vd] plus the copy bias (copybias.py)."""
+        """One slot's draft-vocabulary logits [1, Vd] plus the copy bias (copybias.py), given
+        the tokens drafted so far in this step (one-element tensors)."""
         if not self.copies:
             return logits
-        found = self._copy.candidate([int(t) for t in drafted], bigram=self.copy_bias[0] > 0,
+        found = self._copy.candidate(drafted, bigram=self.copy_bias[0] > 0,
                                      unigram=self.copy_bias[1] > 0)
         if found is None:
             return logits
