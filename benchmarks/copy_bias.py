@@ -91,6 +91,8 @@ def set_bias(args: argparse.Namespace) -> None:
 
     if args.bigram < 0 or args.unigram < 0:
         raise SystemExit("--bigram and --unigram must be >= 0")
+    if args.slots < 0:
+        raise SystemExit("--slots must be >= 0 (0 = every draft slot)")
     read_config(args.src)                                   # a valid checkpoint, or exit naming it
     # Built beside DST and renamed into place, so an interrupted run leaves no half-written DST.
     tmp = args.dst.with_name(args.dst.name + ".tmp")
@@ -99,12 +101,14 @@ def set_bias(args: argparse.Namespace) -> None:
     shutil.copytree(args.src, tmp)
     cfg = json.loads((tmp / CONFIG).read_text(encoding="utf-8"))
     cfg["copy_bias"] = [args.bigram, args.unigram]
+    cfg["copy_slots"] = args.slots
     write_json_atomic(tmp / CONFIG, cfg)
     read_config(tmp)
     if args.dst.exists():
         shutil.rmtree(args.dst)
     tmp.rename(args.dst)
-    print(f"wrote {args.dst} (copy_bias [{args.bigram:g}, {args.unigram:g}])")
+    print(f"wrote {args.dst} (copy_bias [{args.bigram:g}, {args.unigram:g}], "
+          f"copy_slots {args.slots})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -127,6 +131,9 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("dst", type=Path, help="new checkpoint directory (replaced if it exists)")
     s.add_argument("--bigram", type=float, required=True, help="bias when the last two tokens match")
     s.add_argument("--unigram", type=float, default=0.0, help="bias when only the last token matches")
+    s.add_argument("--slots", type=int, default=0,
+                   help="draft slots the bias applies to: 0 = every slot (default); 1 = the first "
+                        "only, which keeps a block drafter parallel (it reads committed tokens only)")
     args = ap.parse_args(argv)
     try:
         {"grid": grid, "set": set_bias}[args.cmd](args)

@@ -10,7 +10,7 @@ from .sts import RolloutSteps, survival
 
 
 def reliability_diagram(steps: RolloutSteps, temps: np.ndarray, path: str | Path,
-                        title: str = "", n_bins: int = 20) -> Path:
+                        title: str = "", n_bins: int = 20, copy_cal: np.ndarray | None = None) -> Path:
     """One panel per position k: observed P(drafts 1..k accepted) vs predicted a_k."""
     from ..plots import new_figure, save_figure
 
@@ -20,7 +20,7 @@ def reliability_diagram(steps: RolloutSteps, temps: np.ndarray, path: str | Path
     fig, axes = new_figure(rows, cols, size=(3.0 * cols, 3.0 * rows))
     axes = np.atleast_1d(axes).ravel()
     y = steps.prefix_accepted()
-    for label, a, style in (("raw", survival(steps.z), "o--"), ("STS", survival(steps.z, temps), "s-")):
+    for label, a, style in (("raw", survival(steps.z), "o--"), ("STS", survival(steps.z, temps, copy_cal, steps.copied), "s-")):
         for k in range(g):
             conf, freq, count = reliability(a[:, k], y[:, k], n_bins)
             ok = count > 0

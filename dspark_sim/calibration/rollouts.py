@@ -2,7 +2,8 @@
 
 Every prompt is decoded with full-gamma verification; each step with all gamma drafts
 verified (the last step of a request is dropped: an EOS or the token budget may cut it)
-gives the raw confidence logits z_1..z_gamma and the drafts accepted. Requests alternate
+gives the raw confidence logits z_1..z_gamma, the drafts accepted and, for a drafter with a copy
+bias, the slots where the bias applied. Requests alternate
 between a fitting half and an evaluation half, so the reported "after STS" figures are
 measured on rollouts the temperatures never saw.
 """
@@ -23,36 +24,43 @@ from .sts import RolloutSteps, fit_sts_detail, position_report
 def collect(target: Any, drafter: Any, prompts: list[list[int]], *, gamma: int, sampling: Any,
             max_new_tokens: int, seed: int, on_prompt: Callable[[int, int], None] | None = None
             ) -> list[RolloutSteps]:
-    """Raw (uncalibrated) confidence logits and accepted drafts, one RolloutSteps per prompt."""
+    """Raw (uncalibrated) confidence logits, accepted drafts and copied slots, one RolloutSteps
+    per prompt."""
     from ..decode.speculate import speculative_generate
 
-    saved = dict(drafter.cfg.sts)
+    saved, saved_copy = dict(drafter.cfg.sts), dict(drafter.cfg.sts_copy)
     drafter.cfg.sts.clear()              # raw sigmoid(z) while collecting
+    drafter.cfg.sts_copy.clear()
     out = []
     try:
         for i, ids in enumerate(prompts):
             g = torch.Generator(device=target.device).manual_seed(seed + i)
             gen = speculative_generate(target, drafter, ids, max_new_tokens=max_new_tokens,
                                        gamma=gamma, sampling=sampling, generator=g)
-            rows = [(a, c) for a, c in zip(gen.accepted[:-1], gen.confidence[:-1]) if len(c) == gamma]
+            copied = gen.copied or [[False] * len(c) for c in gen.confidence]
+            rows = [(a, c, cp) for a, c, cp in zip(gen.accepted[:-1], gen.confidence[:-1], copied[:-1])
+                    if len(c) == gamma]
             c = np.clip(np.array([r[1] for r in rows], dtype=np.float64).reshape(-1, gamma), 1e-7, 1 - 1e-7)
             out.append(RolloutSteps(z=np.log(c) - np.log1p(-c),
-                                    accepted=np.array([r[0] for r in rows], dtype=np.int64)))
+                                    accepted=np.array([r[0] for r in rows], dtype=np.int64),
+                                    copied=np.array([r[2] for r in rows], dtype=bool).reshape(-1, gamma)))
             if on_prompt is not None:
                 on_prompt(i + 1, len(prompts))
     finally:
         drafter.cfg.sts.update(saved)
+        drafter.cfg.sts_copy.update(saved_copy)
     return out
 
 
 def save_rollouts(path: str | Path, per_request: list[RolloutSteps], meta: dict) -> Path:
-    """Write the raw rollouts (z, accepted, per-request step counts, metadata) as one .npz, so
-    the temperatures can be refitted later without decoding again."""
+    """Write the raw rollouts (z, accepted, copied, per-request step counts, metadata) as one
+    .npz, so the temperatures can be refitted later without decoding again."""
     path = Path(path)
     gamma = int(meta["gamma"])
     both = _concat(per_request, gamma)
     tmp = path.with_name(path.name + ".tmp.npz")
     np.savez_compressed(tmp, z=both.z.astype(np.float32), accepted=both.accepted.astype(np.int16),
+                        copied=both.copied.astype(np.uint8),
                         steps_per_request=np.array([p.z.shape[0] for p in per_request], dtype=np.int64),
                         meta=np.array(json.dumps(meta)))
     tmp.replace(path)
@@ -62,7 +70,8 @@ def save_rollouts(path: str | Path, per_request: list[RolloutSteps], meta: dict)
 def load_rollouts(path: str | Path, option: str = "--rollouts") -> tuple[list[RolloutSteps], dict]:
     """The per-request rollouts and metadata written by save_rollouts; a file that is not one
     raises InputError naming it and the array (or meta key) at fault, or `option` (the command
-    line option that named the file) where the file cannot be opened as an npz at all."""
+    line option that named the file) where the file cannot be opened as an npz at all. Files
+    written before the copy bias have no `copied` array: no slot was copied."""
     path = Path(path)
 
     def bad(message: str, field: str | None = None) -> InputError:
@@ -82,6 +91,7 @@ def load_rollouts(path: str | Path, option: str = "--rollouts") -> tuple[list[Ro
                           key) from None
             except (OSError, ValueError) as exc:
                 raise bad(f"unreadable array ({exc})", key) from None
+        copied = f["copied"] if "copied" in f.files else None
     z, acc, counts = arrays["z"], arrays["accepted"], arrays["steps_per_request"]
     try:
         meta = json.loads(str(arrays["meta"]))
@@ -103,8 +113,14 @@ def load_rollouts(path: str | Path, option: str = "--rollouts") -> tuple[list[Ro
             or int(counts.sum()) != z.shape[0] or z.shape[0] != acc.shape[0]:
         raise bad(f"steps_per_request sums to {int(counts.sum()) if counts.dtype.kind in 'iu' else '?'} "
                   f"but z has {z.shape[0]} rows and accepted {acc.shape[0]}", "steps_per_request")
+    if copied is None:
+        copied = np.zeros(z.shape, dtype=bool)
+    elif copied.shape != z.shape or copied.dtype.kind not in "biu" or (copied.size and copied.max() > 1):
+        raise bad(f"expected 0/1 flags of shape {z.shape} like z, got {copied.dtype} {copied.shape}",
+                  "copied")
     edges = np.concatenate([[0], np.cumsum(counts)])
-    return [RolloutSteps(z[a:b], acc[a:b]) for a, b in zip(edges[:-1], edges[1:])], meta
+    return [RolloutSteps(z[a:b], acc[a:b], copied[a:b].astype(bool))
+            for a, b in zip(edges[:-1], edges[1:])], meta
 
 
 def _concat(parts: list[RolloutSteps], gamma: int) -> RolloutSteps:
@@ -118,14 +134,17 @@ def _concat_grouped(parts: list[RolloutSteps], gamma: int) -> tuple[RolloutSteps
         return RolloutSteps(np.zeros((0, gamma)), np.zeros(0, dtype=np.int64)), np.zeros(0, dtype=np.int64)
     groups = np.concatenate([np.full(p.z.shape[0], i) for i, p in keep])
     return RolloutSteps(np.concatenate([p.z for _, p in keep]),
-                        np.concatenate([p.accepted for _, p in keep])), groups
+                        np.concatenate([p.accepted for _, p in keep]),
+                        np.concatenate([p.copied for _, p in keep])), groups
 
 
 def fit_and_report(per_request: list[RolloutSteps], gamma: int, *,
-                   heldout: list[RolloutSteps] | None = None, **sts_options: Any
-                   ) -> tuple[np.ndarray, dict, RolloutSteps]:
-    """Fit STS on even-numbered requests, evaluate raw vs calibrated on odd-numbered ones; with
-    `heldout` (rollouts of other prompts), fit on every request and evaluate on those."""
+                   heldout: list[RolloutSteps] | None = None, copy_calibration: bool = True,
+                   **sts_options: Any) -> tuple[np.ndarray, np.ndarray, dict, RolloutSteps]:
+    """Fit STS (temperatures, and the copied slots' own calibration) on even-numbered requests,
+    evaluate raw vs calibrated on odd-numbered ones; with `heldout` (rollouts of other prompts),
+    fit on every request and evaluate on those. `copy_calibration=False` fits temperatures
+    alone, over copied and other slots alike (what STS did before the copy bias)."""
     if heldout is None:
         fit, groups = _concat_grouped(per_request[0::2], gamma)
         held = _concat(per_request[1::2], gamma)
@@ -135,18 +154,36 @@ def fit_and_report(per_request: list[RolloutSteps], gamma: int, *,
     if fit.z.shape[0] < 20 or held.z.shape[0] < 20:
         raise ValueError(f"too few rollout steps to calibrate ({fit.z.shape[0]} fit, "
                          f"{held.z.shape[0]} held out); use more or longer prompts")
-    temps, detail = fit_sts_detail(fit, groups=groups, **sts_options)
-    raw, cal = position_report(held, None), position_report(held, temps)
-    report = {"temperatures": temps.tolist(), "fit_steps": int(fit.z.shape[0]),
+    if not copy_calibration:
+        fit = RolloutSteps(fit.z, fit.accepted)             # no slot marked copied
+    temps, copy_cal, detail = fit_sts_detail(fit, groups=groups, **sts_options)
+    raw, cal = position_report(held, None), position_report(held, temps, copy_cal=copy_cal)
+    report = {"temperatures": temps.tolist(), "copy_calibration": copy_cal.tolist(),
+              "copied_share_fit": float(fit.copied.mean()) if fit.z.size else 0.0,
+              "copied_share_heldout": float(held.copied.mean()) if held.z.size else 0.0,
+              "fit_steps": int(fit.z.shape[0]),
               "heldout_steps": int(held.z.shape[0]), "fit": detail, "raw": raw, "sts": cal,
               "mean_ece_raw": float(np.nanmean([r["ece"] for r in raw])),
               "mean_ece_sts": float(np.nanmean([r["ece"] for r in cal]))}
-    return temps, report, held
+    return temps, copy_cal, report, held
 
 
-def store_temperatures(checkpoint_dir: str | Path, temperature: float, temps: np.ndarray) -> None:
-    """Record STS temperatures for a sampling temperature in the checkpoint's config.json."""
+def copy_cal_differs(temps: np.ndarray, copy_cal: np.ndarray | None) -> bool:
+    """Whether copied slots are calibrated differently from the others at any position."""
+    return copy_cal is not None and bool(np.any((copy_cal[:, 0] != temps) | (copy_cal[:, 1] != 0)))
+
+
+def store_temperatures(checkpoint_dir: str | Path, temperature: float, temps: np.ndarray,
+                       copy_cal: np.ndarray | None = None) -> None:
+    """Record STS temperatures (and the copied slots' [Tc, d] pairs, when they differ from the
+    others' calibration) for a sampling temperature in the checkpoint's config.json."""
     path = Path(checkpoint_dir) / "config.json"
     cfg = json.loads(path.read_text(encoding="utf-8"))
-    cfg.setdefault("sts", {})[str(float(temperature))] = [round(float(t), 5) for t in temps]
+    key = str(float(temperature))
+    cfg.setdefault("sts", {})[key] = [round(float(t), 5) for t in temps]
+    if copy_cal_differs(temps, copy_cal):
+        cfg.setdefault("sts_copy", {})[key] = [[round(float(t), 5), round(float(d), 5)]
+                                               for t, d in copy_cal]
+    elif key in cfg.get("sts_copy", {}):
+        del cfg["sts_copy"][key]            # a refit without copies leaves no stale copy calibration
     write_json_atomic(path, cfg)

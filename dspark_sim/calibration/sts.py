@@ -9,6 +9,13 @@ within a position. On a few thousand real steps the far positions have only a ha
 fully accepted prefixes and a raw ECE fit chases bin noise (it raised held-out ECE on the
 embedded target at T = 1), so the search is bagged over requests and guarded by a minimum
 number of positives and a cross-validated gain test.
+
+With a copy bias (decode/drafters/copybias.py) some drafts are copies of an earlier
+continuation, which the confidence head cannot see: a copied draft is accepted far more often
+than its logit says, and its logit says little about whether it will be. Rollouts then mark
+the slots where the bias applied (`copied`), T_k is fitted on the other slots, and a second
+temperature and an offset for the copied ones, sigmoid(z_k / Tc_k + d_k), by log loss, with
+the same guards.
 """
 from __future__ import annotations
 
@@ -19,20 +26,28 @@ import numpy as np
 from .metrics import auroc, brier, ece
 
 DEFAULT_GRID = np.exp(np.linspace(np.log(0.05), np.log(20.0), 241))
+COPY_TEMP_GRID = np.exp(np.linspace(np.log(0.25), np.log(20.0), 25))   # Tc_k of copied slots
+OFFSET_GRID = np.linspace(-4.0, 8.0, 49)                               # d_k, logit units
 
 
 @dataclass
 class RolloutSteps:
-    """Raw confidence logits z [N, gamma] and accepted drafts [N] (0..gamma) of N steps."""
+    """Raw confidence logits z [N, gamma], accepted drafts [N] (0..gamma) of N steps, and
+    where the copy bias applied [N, gamma] (all False without one)."""
 
     z: np.ndarray
     accepted: np.ndarray
+    copied: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.z = np.asarray(self.z, dtype=np.float64)
         self.accepted = np.asarray(self.accepted, dtype=np.int64)
         if self.z.ndim != 2 or self.z.shape[0] != self.accepted.shape[0]:
             raise ValueError("z must be [N, gamma] and accepted [N]")
+        self.copied = (np.zeros(self.z.shape, dtype=bool) if self.copied is None
+                       else np.asarray(self.copied, dtype=bool))
+        if self.copied.shape != self.z.shape:
+            raise ValueError(f"copied must be [N, gamma] like z {self.z.shape}, got {self.copied.shape}")
 
     @property
     def gamma(self) -> int:
@@ -48,45 +63,116 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def survival(z: np.ndarray, temps: np.ndarray | None = None) -> np.ndarray:
-    """a_k = prod_{i<=k} sigmoid(z_i / T_i) for every row of z [N, gamma]."""
+def calibrated_logits(z: np.ndarray, temps: np.ndarray | None = None,
+                      copy_cal: np.ndarray | None = None, copied: np.ndarray | None = None
+                      ) -> np.ndarray:
+    """z_i / T_i, or z_i / Tc_i + d_i where slot i was copied (copy_cal [gamma, 2] = (Tc, d))."""
     t = np.ones(z.shape[1]) if temps is None else np.asarray(temps, dtype=np.float64)
-    return np.cumprod(_sigmoid(z / t[None, :]), axis=1)
+    x = z / t[None, :]
+    if copy_cal is not None and copied is not None:
+        c = np.asarray(copy_cal, dtype=np.float64)
+        x = np.where(copied, z / c[None, :, 0] + c[None, :, 1], x)
+    return x
+
+
+def survival(z: np.ndarray, temps: np.ndarray | None = None, copy_cal: np.ndarray | None = None,
+             copied: np.ndarray | None = None) -> np.ndarray:
+    """a_k = prod_{i<=k} sigmoid(calibrated logit i) for every row of z [N, gamma]."""
+    return np.cumprod(_sigmoid(calibrated_logits(z, temps, copy_cal, copied)), axis=1)
 
 
 def _ece_curve(prefix: np.ndarray, z: np.ndarray, y: np.ndarray, grid: np.ndarray,
                weights: np.ndarray, n_bins: int) -> np.ndarray:
     """Weighted ECE of prefix * sigmoid(z / T) against y for every T in grid: sum over bins of
     |sum of w (y - p)| / sum of w (equal to the usual ECE when every weight is 1)."""
-    p = prefix[None, :] * _sigmoid(z[None, :] / grid[:, None])
-    idx = np.clip((p * n_bins).astype(np.int64), 0, n_bins - 1) + np.arange(len(grid))[:, None] * n_bins
+    return _ece_of_logits(prefix, z[None, :] / grid[:, None], y, weights, n_bins)
+
+
+def _ece_of_logits(prefix: np.ndarray, logits: np.ndarray, y: np.ndarray, weights: np.ndarray,
+                   n_bins: int) -> np.ndarray:
+    """Weighted ECE of prefix * sigmoid(logits[g]) against y for every row g of logits [G, n]."""
+    g = logits.shape[0]
+    p = prefix[None, :] * _sigmoid(logits)
+    idx = np.clip((p * n_bins).astype(np.int64), 0, n_bins - 1) + np.arange(g)[:, None] * n_bins
     err = np.bincount(idx.ravel(), weights=((y[None, :] - p) * weights[None, :]).ravel(),
-                      minlength=len(grid) * n_bins)
-    return np.abs(err.reshape(len(grid), n_bins)).sum(axis=1) / max(weights.sum(), 1e-12)
+                      minlength=g * n_bins)
+    return np.abs(err.reshape(g, n_bins)).sum(axis=1) / max(weights.sum(), 1e-12)
 
 
-def _bagged_curve(prefix, z, y, grid, groups, n_boot, rng, n_bins) -> np.ndarray:
-    """ECE(T) averaged over bootstrap resamples of whole groups (requests): a smoother
-    objective than one sample's ECE, whose bin noise a 241-point grid would otherwise fit."""
+def _nll_of_logits(prefix: np.ndarray, logits: np.ndarray, y: np.ndarray, weights: np.ndarray,
+                   n_bins: int) -> np.ndarray:
+    """Weighted mean log loss of prefix * sigmoid(logits[g]) against y for every row g of logits
+    [G, n] (n_bins unused: the signature of _ece_of_logits)."""
+    p = np.clip(prefix[None, :] * _sigmoid(logits), 1e-9, 1 - 1e-9)
+    loss = -(y[None, :] * np.log(p) + (1 - y[None, :]) * np.log1p(-p))
+    return (loss * weights[None, :]).sum(axis=1) / max(weights.sum(), 1e-12)
+
+
+def _bagged_curve(prefix, logits, y, groups, n_boot, rng, n_bins, objective=_ece_of_logits) -> np.ndarray:
+    """The objective (ECE by default) of every candidate (rows of logits [G, n]) averaged over
+    bootstrap resamples of whole groups (requests): a smoother objective than one sample's ECE,
+    whose bin noise a 241-point grid would otherwise fit."""
     if n_boot <= 0:
-        return _ece_curve(prefix, z, y, grid, np.ones_like(y), n_bins)
+        return objective(prefix, logits, y, np.ones_like(y), n_bins)
     uniq, inv = np.unique(groups, return_inverse=True)
-    curves = [_ece_curve(prefix, z, y, grid, rng.multinomial(len(uniq), np.full(len(uniq), 1 / len(uniq)))[inv]
-                         .astype(np.float64), n_bins) for _ in range(n_boot)]
+    curves = [objective(prefix, logits, y, rng.multinomial(len(uniq), np.full(len(uniq), 1 / len(uniq)))[inv]
+                        .astype(np.float64), n_bins) for _ in range(n_boot)]
     return np.mean(curves, axis=0)
+
+
+def _guarded_fit(prefix, logits, y, groups, fold, neutral: int, *, min_positives: int,
+                 n_boot: int, cv_folds: int, rng, n_bins: int, objective=_ece_of_logits
+                 ) -> tuple[int, dict]:
+    """The candidate (row of logits [G, n]) whose bagged objective (ECE by default) is lowest,
+    or `neutral` where a fit would chase noise: fewer than min_positives positives (or
+    failures), or no gain in a cv_folds-fold cross-validation over requests (the candidate
+    fitted on the other folds must lower the summed held-in-fold objective against the neutral
+    one)."""
+    n = y.shape[0]
+    pos, neg = int(y.sum()), int(n - y.sum())
+    info: dict = {"positives": pos, "negatives": neg}
+    if min(pos, neg) < min_positives:
+        info["rule"] = f"kept neutral: fewer than {min_positives} " \
+                       f"{'accepted prefixes' if pos < neg else 'failures'}"
+        return neutral, info
+    best = int(np.argmin(_bagged_curve(prefix, logits, y, groups, n_boot, rng, n_bins, objective)))
+    cv_fit = cv_one = 0.0
+    if cv_folds >= 2:
+        for f in range(cv_folds):
+            tr, te = fold != f, fold == f
+            if not te.any() or not tr.any():
+                continue
+            b_f = int(np.argmin(_bagged_curve(prefix[tr], logits[:, tr], y[tr], groups[tr],
+                                              n_boot, rng, n_bins, objective)))
+            pair = objective(prefix[te], logits[[b_f, neutral]][:, te], y[te],
+                             np.ones(int(te.sum())), n_bins)
+            cv_fit += pair[0] * te.sum()
+            cv_one += pair[1] * te.sum()
+        name = "ece" if objective is _ece_of_logits else "loss"
+        info.update({f"cv_{name}_fitted": cv_fit / n, f"cv_{name}_one": cv_one / n})
+        if cv_fit >= cv_one:
+            info["rule"] = f"kept neutral: no cross-validated {'ECE' if name == 'ece' else 'log-loss'} gain"
+            return neutral, info
+    info["rule"] = "fitted"
+    return best, info
 
 
 def fit_sts_detail(steps: RolloutSteps, n_bins: int = 20, grid: np.ndarray = DEFAULT_GRID, *,
                    groups: np.ndarray | None = None, min_positives: int = 30, n_boot: int = 32,
-                   cv_folds: int = 2, seed: int = 0) -> tuple[np.ndarray, list[dict]]:
-    """The temperatures T_1..T_gamma, fitted position by position, and why each was chosen.
+                   cv_folds: int = 2, seed: int = 0, copy_temp_grid: np.ndarray = COPY_TEMP_GRID,
+                   offset_grid: np.ndarray = OFFSET_GRID) -> tuple[np.ndarray, np.ndarray, list[dict]]:
+    """The temperatures T_1..T_gamma, the copied slots' (Tc_k, d_k) [gamma, 2], fitted position
+    by position, and why each was chosen.
 
-    For k = 1..gamma in order (earlier temperatures fixed), T_k minimises the ECE of a_k against
-    "drafts 1..k all accepted", averaged over n_boot bootstrap resamples of the requests
-    (`groups`: the request of every step). Two guards keep T_k = 1 where a fit would chase noise:
-    fewer than `min_positives` fully accepted prefixes (or as few failures) at position k, or no
-    gain in a cv_folds-fold cross-validation over requests (T fitted on the other folds must
-    lower the summed held-in-fold ECE against T = 1)."""
+    For k = 1..gamma in order (earlier positions fixed), T_k minimises the ECE of a_k against
+    "drafts 1..k all accepted" over the slots the copy bias did not touch (all of them without
+    a bias), averaged over n_boot bootstrap resamples of the requests (`groups`: the request of
+    every step); then (Tc_k, d_k) minimises the bagged log loss over the copied slots, on the
+    grid of copy_temp_grid and T_k by offset_grid (two parameters: ECE, blind to sharpness,
+    would flatten them to a constant). Two guards keep the neutral choice (T_k = 1; for
+    copied slots (T_k, 0), i.e. no different treatment) where a fit would chase noise: fewer than
+    `min_positives` fully accepted prefixes (or as few failures) at position k, or no gain in a
+    cv_folds-fold cross-validation over requests."""
     n = steps.z.shape[0]
     groups = np.arange(n) if groups is None else np.asarray(groups)
     if groups.shape != (n,):
@@ -96,37 +182,34 @@ def fit_sts_detail(steps: RolloutSteps, n_bins: int = 20, grid: np.ndarray = DEF
     one = int(np.argmin(np.abs(np.log(grid))))          # grid index of T closest to 1
     fold = np.unique(groups, return_inverse=True)[1].reshape(-1) % max(cv_folds, 1)   # requests alternate
     temps, detail = np.ones(steps.gamma), []
+    copy_cal = np.column_stack([temps, np.zeros(steps.gamma)])
     prefix = np.ones(n)
+    opts = dict(min_positives=min_positives, n_boot=n_boot, cv_folds=cv_folds, rng=rng, n_bins=n_bins)
     for k in range(steps.gamma):
-        z, y = steps.z[:, k], y_all[:, k]
-        pos, neg = int(y.sum()), int(n - y.sum())
-        info = {"position": k + 1, "positives": pos, "negatives": neg}
-        if min(pos, neg) < min_positives:
-            info.update(temperature=1.0, rule=f"kept 1: fewer than {min_positives} "
-                        f"{'accepted prefixes' if pos < neg else 'failures'}")
-        else:
-            t_fit = float(grid[np.argmin(_bagged_curve(prefix, z, y, grid, groups, n_boot, rng, n_bins))])
-            cv_fit = cv_one = 0.0
-            if cv_folds >= 2:
-                for f in range(cv_folds):
-                    tr, te = fold != f, fold == f
-                    if not te.any() or not tr.any():
-                        continue
-                    t_f = grid[np.argmin(_bagged_curve(prefix[tr], z[tr], y[tr], grid, groups[tr],
-                                                       n_boot, rng, n_bins))]
-                    ones = np.ones(int(te.sum()))
-                    pair = _ece_curve(prefix[te], z[te], y[te], np.array([t_f, grid[one]]), ones, n_bins)
-                    cv_fit += pair[0] * te.sum()
-                    cv_one += pair[1] * te.sum()
-            if cv_folds >= 2 and cv_fit >= cv_one:
-                info.update(temperature=1.0, rule="kept 1: no cross-validated ECE gain",
-                            cv_ece_fitted=cv_fit / n, cv_ece_one=cv_one / n)
-            else:
-                info.update(temperature=t_fit, rule="fitted", cv_ece_fitted=cv_fit / n, cv_ece_one=cv_one / n)
-        temps[k] = info["temperature"]
-        prefix = prefix * _sigmoid(z / temps[k])
+        z, y, cp = steps.z[:, k], y_all[:, k], steps.copied[:, k]
+        m = ~cp
+        i, info = _guarded_fit(prefix[m], z[m][None, :] / grid[:, None], y[m], groups[m], fold[m],
+                               one, **opts)
+        temps[k] = float(grid[i])
+        info = {"position": k + 1, "temperature": temps[k], **info}
+        info["rule"] = info["rule"].replace("kept neutral", "kept 1")
+        copy_cal[k] = temps[k], 0.0
+        if cp.any():
+            tcs = np.append(copy_temp_grid, temps[k])
+            pairs = np.array([(tc, d) for tc in tcs for d in offset_grid])
+            neutral = int(np.flatnonzero((pairs[:, 0] == temps[k]) & (pairs[:, 1] == 0.0))[0]) \
+                if (offset_grid == 0.0).any() else None
+            if neutral is None:
+                pairs, neutral = np.vstack([pairs, [temps[k], 0.0]]), len(pairs)
+            j, cinfo = _guarded_fit(prefix[cp], z[cp][None, :] / pairs[:, :1] + pairs[:, 1:],
+                                    y[cp], groups[cp], fold[cp], neutral, objective=_nll_of_logits,
+                                    **opts)
+            copy_cal[k] = pairs[j]
+            info["copied"] = {"temperature": float(pairs[j, 0]), "offset": float(pairs[j, 1]),
+                              **cinfo, "rule": cinfo["rule"].replace("kept neutral", "kept as the others")}
+        prefix = prefix * _sigmoid(np.where(cp, z / copy_cal[k, 0] + copy_cal[k, 1], z / temps[k]))
         detail.append(info)
-    return temps, detail
+    return temps, copy_cal, detail
 
 
 def fit_sts(steps: RolloutSteps, n_bins: int = 20, grid: np.ndarray = DEFAULT_GRID, **kwargs) -> np.ndarray:
@@ -134,9 +217,10 @@ def fit_sts(steps: RolloutSteps, n_bins: int = 20, grid: np.ndarray = DEFAULT_GR
     return fit_sts_detail(steps, n_bins, grid, **kwargs)[0]
 
 
-def position_report(steps: RolloutSteps, temps: np.ndarray | None, n_bins: int = 20) -> list[dict]:
+def position_report(steps: RolloutSteps, temps: np.ndarray | None, n_bins: int = 20,
+                    copy_cal: np.ndarray | None = None) -> list[dict]:
     """Per position k: ECE, AUROC and Brier of the survival a_k, base rate and mean a_k."""
-    a = survival(steps.z, temps)
+    a = survival(steps.z, temps, copy_cal, steps.copied)
     y = steps.prefix_accepted()
     return [{"position": k + 1, "ece": ece(a[:, k], y[:, k], n_bins), "auroc": auroc(a[:, k], y[:, k]),
              "brier": brier(a[:, k], y[:, k]), "mean_survival": float(a[:, k].mean()),

@@ -54,6 +54,11 @@ def register(app: typer.Typer) -> None:
         cv_folds: int = typer.Option(2, "--cv-folds", help="Keep T_k = 1 unless temperatures fitted "
                                      "on the other folds lower the ECE summed over the held-in "
                                      "folds (requests split into this many folds; 0 = no check)."),
+        copy_calibration: bool = typer.Option(True, "--copy-calibration/--no-copy-calibration", help="For a "
+                                          "drafter with a copy bias: fit the temperatures on "
+                                          "the other slots and, per position, a temperature and "
+                                          "an offset of the confidence logit of copy-biased "
+                                          "slots (off: temperatures alone, over all slots)."),
         write: bool = typer.Option(True, "--write/--dry-run", help="Store the fitted temperatures "
                                    "in the checkpoint's config.json."),
         device: DeviceOpt = "auto",
@@ -61,7 +66,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fit Sequential Temperature Scaling of the confidence head on held-out rollouts."""
         from ..calibration.plot import reliability_diagram
-        from ..calibration.rollouts import fit_and_report, load_rollouts, save_rollouts, store_temperatures
+        from ..calibration.rollouts import (copy_cal_differs, fit_and_report, load_rollouts, save_rollouts,
+                                            store_temperatures)
         from ..decode.drafters.trained import shipped_dir
         from ..fileio import write_json_atomic
 
@@ -100,9 +106,9 @@ def register(app: typer.Typer) -> None:
                     raise InputError(f"{heldout_rollouts}: {key} {hmeta[key]} but the fit's is {want}",
                                      field="--heldout-rollouts")
         try:
-            temps, result, held = fit_and_report(per_request, gamma, heldout=heldout,
+            temps, copy_cal, result, held = fit_and_report(per_request, gamma, heldout=heldout,
                                                  min_positives=min_positives, n_boot=boot,
-                                                 cv_folds=cv_folds)
+                                                 cv_folds=cv_folds, copy_calibration=copy_calibration)
         except ValueError as exc:
             raise InputError(str(exc), field="--rollouts" if rollouts else "--n") from None
         result.update(temperature=temperature, drafter=drafter, prompts=n_prompts, gamma=gamma,
@@ -110,13 +116,16 @@ def register(app: typer.Typer) -> None:
                       heldout_rollouts=None if heldout_rollouts is None else str(heldout_rollouts))
         report.mkdir(parents=True, exist_ok=True)
         write_json_atomic(report / "calibration.json", result)
-        reliability_diagram(held, temps, report / "reliability.png",
+        reliability_diagram(held, temps, report / "reliability.png", copy_cal=copy_cal,
                             title=f"{drafter} confidence, T={temperature}: held-out rollouts")
         if write:
-            store_temperatures(ckpt, temperature, temps)
+            store_temperatures(ckpt, temperature, temps, copy_cal)
+        copy_note = (f"; copied slots (Tc, d) {', '.join(f'({t:.2f}, {d:.2f})' for t, d in copy_cal)}"
+                     if copy_cal_differs(temps, copy_cal) else "")
         typer.echo(f"mean ECE (held out): raw {100 * result['mean_ece_raw']:.2f}% -> STS "
                    f"{100 * result['mean_ece_sts']:.2f}%; temperatures "
-                   f"{', '.join(f'{t:.2f}' for t in temps)}" + (f"; stored in {ckpt}" if write else ""))
+                   f"{', '.join(f'{t:.2f}' for t in temps)}{copy_note}"
+                   + (f"; stored in {ckpt}" if write else ""))
 
 
 def _prompt_items(prompts, tasks, skip, gsm8k_train, n):

@@ -38,7 +38,8 @@ def machine_key(target: Target, drafter: Drafter, gamma: int) -> dict:
            "gamma": gamma}
     cfg = getattr(drafter, "cfg", None)
     if cfg is not None:                # a checkpoint retrained in place may change its shape;
-        key["architecture"] = {k: v for k, v in cfg.to_dict().items() if k != "sts"}   # not STS
+        key["architecture"] = {k: v for k, v in cfg.to_dict().items()    # not the calibration
+                               if k not in ("sts", "sts_copy")}
     return key
 
 

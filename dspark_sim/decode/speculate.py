@@ -33,6 +33,7 @@ class Generation:
     accepted: list[int] = field(default_factory=list)      # drafts accepted per verification step
     verified: list[int] = field(default_factory=list)      # drafts verified per step (l)
     confidence: list[list[float]] = field(default_factory=list)  # c_1..c_k per step, if any
+    copied: list[list[bool]] = field(default_factory=list)       # copy-biased slots per step, if any
     skipped: int = 0                                       # steps whose draft step was skipped
     finish: str = "length"                                 # "eos" | "length"
     wall_s: float = 0.0                                    # prefill + decode, wall clock
@@ -108,6 +109,8 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
         gen.verified.append(l)
         if draft.confidence is not None:
             gen.confidence.append(draft.confidence.float().tolist())
+        if draft.copied is not None:
+            gen.copied.append(draft.copied.tolist())
         new = new[: max_new_tokens - len(gen.output_ids)]
         # Features of the anchor and the committed drafts: one row per newly committed token.
         ctx.commit(new, None if out.features is None else out.features[: len(new)])

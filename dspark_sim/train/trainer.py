@@ -28,8 +28,10 @@ STATE = "trainer_state.pt"
 
 # Fields in which a DFlash drafter may differ from the DSpark drafter whose backbone it starts
 # (the heads DFlash lacks, its kind, calibration), and DSpark's own parameters a DFlash lacks.
-BACKBONE_FREE_FIELDS = ("kind", "seq_head", "seq_rank", "confidence", "sts")
+BACKBONE_FREE_FIELDS = ("kind", "seq_head", "seq_rank", "confidence", "sts", "sts_copy")
 DSPARK_HEAD_PREFIXES = ("seq_head.", "conf_head.")
+# Decoding settings of a checkpoint, not properties of its weights: never a mismatch.
+DECODING_FIELDS = {"copy_bias", "copy_slots", "sts_copy"}
 
 
 class ConfigMismatch(ValueError):
@@ -39,7 +41,7 @@ class ConfigMismatch(ValueError):
 def check_same_drafter(mine: dict, theirs: dict, source: str | Path, *, ignore: tuple = ()) -> None:
     """Raise ConfigMismatch naming the fields in which `source`'s drafter configuration differs
     from this module's (`ignore`: fields allowed to differ)."""
-    keys = (set(mine) | set(theirs)) - set(ignore) - {"copy_bias"}   # decoding setting, not weights
+    keys = (set(mine) | set(theirs)) - set(ignore) - DECODING_FIELDS
     diff = sorted(k for k in keys if mine.get(k) != theirs.get(k))
     if diff:
         raise ConfigMismatch(f"{source} belongs to a different drafter configuration "

@@ -27,14 +27,19 @@ def _rollouts(n: int, seed: int, gamma: int = 5, scale: float = 3.0, mean: float
     for scale > 1)."""
     rng = np.random.default_rng(seed)
     s = rng.normal(mean, 1.5, (n, gamma))
-    c = 1 / (1 + np.exp(-s))
-    accepted = np.zeros(n, dtype=int)
-    for i in range(n):
+    accepted = accepted_runs(1 / (1 + np.exp(-s)), rng)
+    return RolloutSteps(z=scale * s + 0.5 * (scale != 1.0), accepted=accepted)
+
+
+def accepted_runs(c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Drafts accepted per step [N] when draft k survives with conditional probability c[:, k]."""
+    accepted = np.zeros(c.shape[0], dtype=int)
+    for i in range(c.shape[0]):
         k = 0
-        while k < gamma and rng.random() < c[i, k]:
+        while k < c.shape[1] and rng.random() < c[i, k]:
             k += 1
         accepted[i] = k
-    return RolloutSteps(z=scale * s + 0.5 * (scale != 1.0), accepted=accepted)
+    return accepted
 
 
 def test_sts_lowers_mean_ece_on_held_out_rollouts():
@@ -64,7 +69,8 @@ def test_survival_is_the_running_product():
 
 def test_sts_keeps_temperature_one_where_positives_are_too_few():
     steps = _rollouts(400, 3, gamma=6, mean=-1.5)      # deep prefixes are almost never accepted
-    temps, detail = fit_sts_detail(steps, min_positives=30)
+    temps, copy_cal, detail = fit_sts_detail(steps, min_positives=30)
+    assert np.array_equal(copy_cal[:, 0], temps) and not copy_cal[:, 1].any()   # nothing copied
     y = steps.prefix_accepted().sum(axis=0)
     for k, info in enumerate(detail):
         assert info["positives"] == int(y[k])
@@ -104,8 +110,8 @@ def test_fit_and_report_with_heldout_rollouts_fits_every_request_and_scores_the_
 
     parts = [_rollouts(150, 20 + i) for i in range(8)]
     other = [_rollouts(150, 40 + i) for i in range(4)]
-    temps_half, half, _ = fit_and_report(parts, 5)
-    temps, rep, held = fit_and_report(parts, 5, heldout=other)
+    temps_half, _, half, _ = fit_and_report(parts, 5)
+    temps, _, rep, held = fit_and_report(parts, 5, heldout=other)
     assert half["fit_steps"] == 600 and half["heldout_steps"] == 600
     assert rep["fit_steps"] == 1200 and rep["heldout_steps"] == 600 == held.z.shape[0]
     assert np.allclose(held.z, np.concatenate([p.z for p in other]))

@@ -43,3 +43,16 @@ def test_dspark_alone_is_not_ranked_first(tmp_path):
     _report(tmp_path / "dflash-s0-bb800-t0.report.json", dict(math=1.3, code=1.0, chat=1.0))
     lines = drafter_seeds.first_on_every_task(drafter_seeds.load_taus(tmp_path, ["0"], "-bb800"), 0)
     assert lines[0].startswith("- math: first DFlash") and "code: first DSpark" in lines[1]
+
+
+def test_a_kind_read_under_another_tag(tmp_path):
+    _report(tmp_path / "dspark-s0-copy-t0.report.json", dict(math=1.2, code=1.2, chat=1.2))
+    _report(tmp_path / "dflash-s0-copy-t0.report.json", dict(math=1.15, code=1.15, chat=1.15))
+    _report(tmp_path / "dflash-s0-copy1-t0.report.json", dict(math=1.0, code=1.0, chat=1.0))
+    kind_tags = drafter_seeds.parse_kind_tags(["dflash=-copy1"])
+    taus = drafter_seeds.load_taus(tmp_path, ["0"], "-copy", kind_tags)
+    assert taus["dflash", 0]["math"] == [1.0] and taus["dspark", 0]["math"] == [1.2]
+    assert drafter_seeds.macro_gains(taus, 0, "dspark", "dflash").startswith("+20.0%")
+    import pytest
+    with pytest.raises(SystemExit):
+        drafter_seeds.parse_kind_tags(["dflsh=-copy1"])

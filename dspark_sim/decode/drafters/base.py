@@ -27,6 +27,7 @@ class Draft:
     tokens: torch.Tensor                      # (k,) int64, k <= gamma (k = 0: plain decoding step)
     q: torch.Tensor | None = None             # (k, V) warped draft probabilities; None = deterministic
     confidence: torch.Tensor | None = None    # (k,) P(draft j survives | drafts < j survived)
+    copied: torch.Tensor | None = None        # (k,) bool: the copy bias applied at slot j
 
     def __post_init__(self) -> None:
         k = self.tokens.numel()
@@ -34,6 +35,8 @@ class Draft:
             raise ValueError(f"draft has {k} tokens but {self.q.shape[0]} rows of q")
         if self.confidence is not None and self.confidence.numel() != k:
             raise ValueError(f"draft has {k} tokens but {self.confidence.numel()} confidences")
+        if self.copied is not None and self.copied.numel() != k:
+            raise ValueError(f"draft has {k} tokens but {self.copied.numel()} copy flags")
 
     def __len__(self) -> int:
         return self.tokens.numel()
@@ -41,7 +44,8 @@ class Draft:
     def head(self, l: int) -> "Draft":
         """The first l drafts (what a scheduler chose to verify)."""
         return Draft(self.tokens[:l], None if self.q is None else self.q[:l],
-                     None if self.confidence is None else self.confidence[:l])
+                     None if self.confidence is None else self.confidence[:l],
+                     None if self.copied is None else self.copied[:l])
 
     @staticmethod
     def empty(device: torch.device | str = "cpu") -> "Draft":

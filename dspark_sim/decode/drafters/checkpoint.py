@@ -59,7 +59,7 @@ def read_config(path: str | Path) -> DrafterConfig:
 # field -> (type, minimum) of a DrafterConfig; floats accept integers
 _INT_FIELDS = {"hidden_size": 1, "num_heads": 1, "num_kv_heads": 1, "head_dim": 1,
                "intermediate_size": 1, "vocab_size": 1, "num_target_layers": 1, "num_layers": 1,
-               "gamma": 1, "draft_vocab": 0, "seq_rank": 0}
+               "gamma": 1, "draft_vocab": 0, "seq_rank": 0, "copy_slots": 0}
 _CHOICES = {"kind": KINDS, "seq_head": ("markov", "rnn")}
 
 
@@ -96,6 +96,15 @@ def config_from_dict(data: Any, file: str | Path | None = None,
         elif name == "sts":
             for key, temps in check.mapping(value, name).items():
                 check.number_list(temps, f"sts.{key}", 0.0, exclusive=True)
+        elif name == "sts_copy":
+            for key, pairs in check.mapping(value, name).items():
+                if not isinstance(pairs, list) or not pairs:
+                    raise check.fail(f"sts_copy.{key}", "expected a list of [temperature, offset] pairs")
+                for i, pair in enumerate(pairs):
+                    if not isinstance(pair, list) or len(pair) != 2:
+                        raise check.fail(f"sts_copy.{key}[{i}]", f"expected [temperature, offset], got {pair!r}")
+                    check.number(pair[0], f"sts_copy.{key}[{i}][0]", 0.0, exclusive=True)
+                    check.number(pair[1], f"sts_copy.{key}[{i}][1]")
         elif name == "copy_bias":
             if value != []:
                 check.number_list(value, name, 0.0)

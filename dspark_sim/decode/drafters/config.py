@@ -47,8 +47,14 @@ class DrafterConfig:
     target_fingerprint: str = ""
     # Sequential temperature scaling of the confidence logits, by sampling temperature.
     sts: dict[str, list[float]] = field(default_factory=dict)
+    # The confidence calibration of slots the copy bias applied to, [Tc_k, d_k] per position
+    # (c_k = sigmoid(z_k / Tc_k + d_k), calibration/sts.py), by sampling temperature.
+    sts_copy: dict[str, list[list[float]]] = field(default_factory=dict)
     # Copy bias [bigram, unigram] added to the copied token's logit (copybias.py); [] = off.
     copy_bias: list[float] = field(default_factory=list)
+    # Draft slots the copy bias applies to: 0 = every slot; 1 = the first only, which reads
+    # committed tokens alone and so keeps a block drafter parallel (one pass, no slot loop).
+    copy_slots: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -59,6 +65,8 @@ class DrafterConfig:
             raise ValueError("gamma must be >= 1")
         if len(self.copy_bias) > 2 or any(b < 0 for b in self.copy_bias):
             raise ValueError("copy_bias is [bigram, unigram], both >= 0")
+        if self.copy_slots < 0:
+            raise ValueError("copy_slots must be >= 0 (0 = every draft slot)")
 
     @property
     def has_confidence(self) -> bool:

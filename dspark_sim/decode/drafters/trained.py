@@ -2,8 +2,9 @@
 interface: incremental per-request state, proposals with draft distributions q, and for
 DSpark calibrated confidences c_k = sigmoid(z_k / T_k).
 
-A checkpoint whose config sets `copy_bias` adds the copy bias (copybias.py) to every draft
-slot's logits (block drafters then draft slot by slot). `--drafter mtp1|eagle3|dflash|dspark`
+A checkpoint whose config sets `copy_bias` adds the copy bias (copybias.py) to the logits of
+every draft slot (block drafters then draft slot by slot), or of the first `copy_slots` slots
+(`copy_slots: 1` keeps DFlash one parallel pick). `--drafter mtp1|eagle3|dflash|dspark`
 loads the checkpoint shipped for the embedded target
 from `dspark_sim/data/drafters/<kind>/`; `--drafter PATH` loads any checkpoint directory.
 """
@@ -33,10 +34,23 @@ def shipped_dir(kind: str) -> Path:
 
 def sts_temperatures(cfg: DrafterConfig, temperature: float) -> torch.Tensor | None:
     """Calibrated per-position temperatures for the sampling temperature nearest `temperature`."""
-    if not cfg.sts:
+    key = _nearest_key(cfg.sts, temperature)
+    return None if key is None else torch.tensor(cfg.sts[key], dtype=torch.float32)
+
+
+def sts_copy_calibration(cfg: DrafterConfig, temperature: float) -> torch.Tensor | None:
+    """[Tc_k, d_k] per position for the confidence logits of copy-biased slots, from the same
+    calibration as sts_temperatures (None where that one calibrates copied slots like the rest)."""
+    key = _nearest_key(cfg.sts or cfg.sts_copy, temperature)
+    pairs = cfg.sts_copy.get(key) if key is not None else None
+    return None if pairs is None else torch.tensor(pairs, dtype=torch.float32)
+
+
+def _nearest_key(by_temperature: dict[str, list], temperature: float) -> str | None:
+    """The key (a sampling temperature) of `by_temperature` nearest `temperature`."""
+    if not by_temperature:
         return None
-    key = min(cfg.sts, key=lambda k: abs(float(k) - temperature))
-    return torch.tensor(cfg.sts[key], dtype=torch.float32)
+    return min(by_temperature, key=lambda k: abs(float(k) - temperature))
 
 
 class TrainedDrafter(Drafter):
@@ -58,6 +72,7 @@ class TrainedDrafter(Drafter):
         self._seen = 0
         bias = list(cfg.copy_bias) + [0.0] * (2 - len(cfg.copy_bias))
         self.copy_bias = (float(bias[0]), float(bias[1]))      # [bigram, unigram]; 0 = off
+        self.copy_slots = int(cfg.copy_slots)                  # 0 = every slot
         self._copy = CopyIndex()
 
     def begin(self, ctx: Context) -> None:
@@ -69,22 +84,23 @@ class TrainedDrafter(Drafter):
     def copies(self) -> bool:
         return self.copy_bias[0] > 0 or self.copy_bias[1] > 0
 
-    def _with_copy(self, logits: torch.Tensor, drafted: list[torch.Tensor]) -> torch.Tensor:
+    def _with_copy(self, logits: torch.Tensor, drafted: list[torch.Tensor]
+                   ) -> tuple[torch.Tensor, bool]:
         """One slot's draft-vocabulary logits [1, Vd] plus the copy bias (copybias.py), given
-        the tokens drafted so far in this step (one-element tensors)."""
-        if not self.copies:
-            return logits
+        the tokens drafted so far in this step (one-element tensors), and whether it applied."""
+        if not self.copies or (self.copy_slots and len(drafted) >= self.copy_slots):
+            return logits, False
         found = self._copy.candidate(drafted, bigram=self.copy_bias[0] > 0,
                                      unigram=self.copy_bias[1] > 0)
         if found is None:
-            return logits
+            return logits, False
         token, order = found
         row = int(self.module.vocab.row[token])
         if row >= logits.shape[-1]:                  # not draftable
-            return logits
+            return logits, False
         logits = logits.clone()
         logits[0, row] += self.copy_bias[0] if order == 2 else self.copy_bias[1]
-        return logits
+        return logits, True
 
     def _new_features(self, ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
         """Features of positions not given to the module yet [n, taps*d], and the token after each."""
@@ -137,19 +153,27 @@ class TrainedDrafter(Drafter):
         m = self.module
         h = m.block_hidden(self._state, anchor, k)                     # (k, d): a k-slot block
         base = m.output_logits(h).float()                              # (k, Vd)
-        if self.kind == "dflash" and not self.copies:
-            return Draft(*self._pick(base, sampling, generator))
+        if self.kind == "dflash" and (not self.copies or self.copy_slots == 1):
+            # Parallel: one pick over the block (a copy bias on slot 1 reads committed tokens only).
+            copied = None
+            if self.copies and k > 0:
+                first, hit = self._with_copy(base[:1], [])
+                base = torch.cat([first, base[1:]])
+                copied = torch.zeros(k, dtype=torch.bool)
+                copied[0] = hit
+            return Draft(*self._pick(base, sampling, generator), copied=copied)
         head = m.seq_head if self.kind == "dspark" else None
         conf_head = m.conf_head if self.kind == "dspark" else None
         state = head.init_state(1, h) if head is not None else None
         prev = torch.tensor([anchor], device=h.device)
-        toks, qs, zs = [], [], []
+        toks, qs, zs, copied = [], [], [], []
         for j in range(k):
             logits = base[j:j + 1]
             if head is not None:
                 bias, state = head.step(m.vocab.index(prev), h[j:j + 1], state)
                 logits = logits + bias.float()
-            logits = self._with_copy(logits, toks)
+            logits, hit = self._with_copy(logits, toks)
+            copied.append(hit)
             if conf_head is not None:
                 zs.append(m.confidence_logits(h[j:j + 1], prev))
             tok, q = self._pick(logits, sampling, generator)
@@ -157,27 +181,35 @@ class TrainedDrafter(Drafter):
             if q is not None:
                 qs.append(q)
             prev = tok
+        flags = torch.tensor(copied, dtype=torch.bool) if self.copies else None
         conf = None
         if zs:
-            z = torch.cat(zs).float()
+            raw = torch.cat(zs).float()
             temps = sts_temperatures(self.cfg, sampling.temperature)
-            conf = torch.sigmoid(z / temps[:k].to(z.device) if temps is not None else z)
-        return Draft(torch.cat(toks), torch.cat(qs) if qs else None, conf)
+            z = raw / temps[:k].to(raw.device) if temps is not None else raw
+            copy_cal = sts_copy_calibration(self.cfg, sampling.temperature)
+            if copy_cal is not None and flags is not None:
+                c = copy_cal[:k].to(raw.device)
+                z = torch.where(flags.to(raw.device), raw / c[:, 0] + c[:, 1], z)
+            conf = torch.sigmoid(z)
+        return Draft(torch.cat(toks), torch.cat(qs) if qs else None, conf, flags)
 
     def _propose_autoregressive(self, k: int, sampling: Sampling,
                                 generator: torch.Generator | None) -> Draft:
         m = self.module
         h = self._state.last_hidden
-        toks, qs, extra = [], [], []
+        toks, qs, extra, copied = [], [], [], []
         for j in range(k):
-            logits = self._with_copy(m.output_logits(h.unsqueeze(0)).float(), toks)
+            logits, hit = self._with_copy(m.output_logits(h.unsqueeze(0)).float(), toks)
+            copied.append(hit)
             tok, q = self._pick(logits, sampling, generator)
             toks.append(tok)
             if q is not None:
                 qs.append(q)
             if j + 1 < k:
                 h = m.step(self._state, h, tok, j + 1, extra)
-        return Draft(torch.cat(toks), torch.cat(qs) if qs else None)
+        return Draft(torch.cat(toks), torch.cat(qs) if qs else None,
+                     copied=torch.tensor(copied, dtype=torch.bool) if self.copies else None)
 
 
 def load_trained(path: str | Path, target: Target, name: str | None = None) -> TrainedDrafter:
