@@ -154,12 +154,13 @@ def fit_and_report(per_request: list[RolloutSteps], gamma: int, *,
     if fit.z.shape[0] < 20 or held.z.shape[0] < 20:
         raise ValueError(f"too few rollout steps to calibrate ({fit.z.shape[0]} fit, "
                          f"{held.z.shape[0]} held out); use more or longer prompts")
+    copied_share_fit = float(fit.copied.mean()) if fit.z.size else 0.0
     if not copy_calibration:
         fit = RolloutSteps(fit.z, fit.accepted)             # no slot marked copied
     temps, copy_cal, detail = fit_sts_detail(fit, groups=groups, **sts_options)
     raw, cal = position_report(held, None), position_report(held, temps, copy_cal=copy_cal)
     report = {"temperatures": temps.tolist(), "copy_calibration": copy_cal.tolist(),
-              "copied_share_fit": float(fit.copied.mean()) if fit.z.size else 0.0,
+              "copied_share_fit": copied_share_fit,
               "copied_share_heldout": float(held.copied.mean()) if held.z.size else 0.0,
               "fit_steps": int(fit.z.shape[0]),
               "heldout_steps": int(held.z.shape[0]), "fit": detail, "raw": raw, "sts": cal,

@@ -190,6 +190,7 @@ def test_calibrate_cli_stores_and_clears_the_copy_calibration(trained, tmp_path,
     without = json.loads((tmp_path / "without" / "calibration.json").read_text())
     assert [t for t, _ in without["copy_calibration"]] == without["temperatures"]
     assert not any(d for _, d in without["copy_calibration"])
+    assert without["copied_share_fit"] == cal["copied_share_fit"] > 0.3
     assert without["mean_ece_sts"] > cal["mean_ece_sts"]
     assert "0.0" not in read_config(ckpt).sts_copy
 
