@@ -121,18 +121,18 @@ def _bagged_curve(prefix, logits, y, groups, n_boot, rng, n_bins, objective=_ece
 
 
 def _guarded_fit(prefix, logits, y, groups, fold, neutral: int, *, min_positives: int,
-                 n_boot: int, cv_folds: int, rng, n_bins: int, objective=_ece_of_logits
-                 ) -> tuple[int, dict]:
-    """The candidate (row of logits [G, n]) whose bagged objective (ECE by default) is lowest,
-    or `neutral` where a fit would chase noise: fewer than min_positives positives (or
-    failures), or no gain in a cv_folds-fold cross-validation over requests (the candidate
-    fitted on the other folds must lower the summed held-in-fold objective against the neutral
-    one)."""
+                 n_boot: int, cv_folds: int, rng, n_bins: int, objective=_ece_of_logits,
+                 label: str = "ECE", kept: str = "1") -> tuple[int, dict]:
+    """The candidate (row of logits [G, n]) whose bagged objective (ECE by default; `label` names
+    it in the report) is lowest, or `neutral` (named `kept` in the rule) where a fit would chase
+    noise: fewer than min_positives positives (or failures), or no gain in a cv_folds-fold
+    cross-validation over requests (the candidate fitted on the other folds must lower the
+    summed held-in-fold objective against the neutral one)."""
     n = y.shape[0]
     pos, neg = int(y.sum()), int(n - y.sum())
     info: dict = {"positives": pos, "negatives": neg}
     if min(pos, neg) < min_positives:
-        info["rule"] = f"kept neutral: fewer than {min_positives} " \
+        info["rule"] = f"kept {kept}: fewer than {min_positives} " \
                        f"{'accepted prefixes' if pos < neg else 'failures'}"
         return neutral, info
     best = int(np.argmin(_bagged_curve(prefix, logits, y, groups, n_boot, rng, n_bins, objective)))
@@ -148,10 +148,10 @@ def _guarded_fit(prefix, logits, y, groups, fold, neutral: int, *, min_positives
                              np.ones(int(te.sum())), n_bins)
             cv_fit += pair[0] * te.sum()
             cv_one += pair[1] * te.sum()
-        name = "ece" if objective is _ece_of_logits else "loss"
-        info.update({f"cv_{name}_fitted": cv_fit / n, f"cv_{name}_one": cv_one / n})
+        key = "ece" if label == "ECE" else "loss"
+        info.update({f"cv_{key}_fitted": cv_fit / n, f"cv_{key}_one": cv_one / n})
         if cv_fit >= cv_one:
-            info["rule"] = f"kept neutral: no cross-validated {'ECE' if name == 'ece' else 'log-loss'} gain"
+            info["rule"] = f"kept {kept}: no cross-validated {label} gain"
             return neutral, info
     info["rule"] = "fitted"
     return best, info
@@ -192,21 +192,17 @@ def fit_sts_detail(steps: RolloutSteps, n_bins: int = 20, grid: np.ndarray = DEF
                                one, **opts)
         temps[k] = float(grid[i])
         info = {"position": k + 1, "temperature": temps[k], **info}
-        info["rule"] = info["rule"].replace("kept neutral", "kept 1")
         copy_cal[k] = temps[k], 0.0
         if cp.any():
+            # Every (Tc, d) of the grid (Tc also T_k), then the neutral choice (T_k, 0) last.
             tcs = np.append(copy_temp_grid, temps[k])
-            pairs = np.array([(tc, d) for tc in tcs for d in offset_grid])
-            neutral = int(np.flatnonzero((pairs[:, 0] == temps[k]) & (pairs[:, 1] == 0.0))[0]) \
-                if (offset_grid == 0.0).any() else None
-            if neutral is None:
-                pairs, neutral = np.vstack([pairs, [temps[k], 0.0]]), len(pairs)
+            pairs = np.array([(tc, d) for tc in tcs for d in offset_grid] + [(temps[k], 0.0)])
             j, cinfo = _guarded_fit(prefix[cp], z[cp][None, :] / pairs[:, :1] + pairs[:, 1:],
-                                    y[cp], groups[cp], fold[cp], neutral, objective=_nll_of_logits,
-                                    **opts)
+                                    y[cp], groups[cp], fold[cp], len(pairs) - 1,
+                                    objective=_nll_of_logits, label="log-loss",
+                                    kept="as the others", **opts)
             copy_cal[k] = pairs[j]
-            info["copied"] = {"temperature": float(pairs[j, 0]), "offset": float(pairs[j, 1]),
-                              **cinfo, "rule": cinfo["rule"].replace("kept neutral", "kept as the others")}
+            info["copied"] = {"temperature": float(pairs[j, 0]), "offset": float(pairs[j, 1]), **cinfo}
         prefix = prefix * _sigmoid(np.where(cp, z / copy_cal[k, 0] + copy_cal[k, 1], z / temps[k]))
         detail.append(info)
     return temps, copy_cal, detail

@@ -28,7 +28,7 @@ STATE = "trainer_state.pt"
 
 # Fields in which a DFlash drafter may differ from the DSpark drafter whose backbone it starts
 # (the heads DFlash lacks, its kind, calibration), and DSpark's own parameters a DFlash lacks.
-BACKBONE_FREE_FIELDS = ("kind", "seq_head", "seq_rank", "confidence", "sts", "sts_copy")
+BACKBONE_FREE_FIELDS = ("kind", "seq_head", "seq_rank", "confidence", "sts")
 DSPARK_HEAD_PREFIXES = ("seq_head.", "conf_head.")
 # Decoding settings of a checkpoint, not properties of its weights: never a mismatch.
 DECODING_FIELDS = {"copy_bias", "copy_slots", "sts_copy"}
