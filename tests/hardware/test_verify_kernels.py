@@ -1,0 +1,34 @@
+"""benchmarks/verify_kernels.py: the oneDNN-packed Linear it times computes the same product as
+torch's Linear (to fp32 rounding) at every row count and input rank, and keeps 1-row inputs on the
+default kernel, bit for bit."""
+import pytest
+import torch
+from torch import nn
+
+from benchmarks.verify_kernels import PackedLinear, swap_linears
+
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch")
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_packed_linear_matches_linear_at_every_width(bias):
+    torch.manual_seed(0)
+    lin = nn.Linear(96, 320, bias=bias).requires_grad_(False)
+    packed = PackedLinear(lin)
+    for rows in range(1, 10):
+        x = torch.randn(1, rows, 96)
+        got, want = packed(x), lin(x)
+        assert got.shape == want.shape == (1, rows, 320)
+        if rows == 1:
+            assert torch.equal(got, want)          # one row: the default kernel itself
+        else:
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_swap_linears_replaces_every_nested_linear():
+    model = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.ReLU(), nn.Linear(8, 4)))
+    x = torch.randn(3, 8)
+    want = model(x)
+    assert swap_linears(model, PackedLinear) == 2
+    assert isinstance(model[0], PackedLinear) and isinstance(model[1][1], PackedLinear)
+    torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
