@@ -84,10 +84,10 @@ def time_widths(target, ids: torch.Tensor, context: int, widths: int, repeats: i
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--widths", type=int, default=8, help="largest verify width timed (gamma + 1)")
-    ap.add_argument("--context", type=int, default=200, help="prefilled context tokens")
-    ap.add_argument("--repeats", type=int, default=15, help="timed runs per width (median)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--widths", type=int, default=8, help="largest verify width timed, gamma + 1 (default 8)")
+    ap.add_argument("--context", type=int, default=200, help="prefilled context tokens (default 200)")
+    ap.add_argument("--repeats", type=int, default=15, help="timed runs per width, after 2 warm-up runs; the median counts (default 15)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--json", default="", help="also write the curves to this JSON file")
     args = ap.parse_args()
     for name in ("widths", "context", "repeats", "threads"):
@@ -99,10 +99,15 @@ def main() -> None:
     target = load_target("embedded", "cpu", quiet=True)
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.vocab_size, (1, args.context + args.widths), generator=gen)
-    default, ref = time_widths(target, ids, args.context, args.widths, args.repeats)
+    def phase(name: str):
+        print(f"timing {name} at widths 1..{args.widths} ({args.repeats} runs each)",
+              file=sys.stderr, flush=True)
+        return time_widths(target, ids, args.context, args.widths, args.repeats)
+
+    default, ref = phase("the default Linear")
     swapped = swap_linears(target.model, PackedLinear)
-    packed, new = time_widths(target, ids, args.context, args.widths, args.repeats)
-    again, _ = time_widths(target, ids, args.context, args.widths, args.repeats)
+    packed, new = phase("the packed Linear")
+    again, _ = phase("the packed Linear again")
     print(f"embedded SmolLM2-135M, CPU fp32, {args.threads} thread(s), context {args.context}, "
           f"{swapped} Linear layers packed; {describe_device('cpu')}; load {os.getloadavg()[0]:.2f}")
     print(f"{'width':>5} {'default ms':>11} {'packed ms':>10} {'packed again':>13} {'packed/default':>15}")
