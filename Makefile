@@ -45,10 +45,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@ && touch $(VENV)/.native
 
-# The compiled builds of the simulator's hot loop (setup.py, dspark_sim/sim/native.py) are made by
+# The compiled builds of the simulator's hot loop (setup.py, dspark_sim/sim/engines/native.py) are made by
 # the install above (hence its touch of .native) and remade here when their sources change; stale
 # builds are never used.
-$(VENV)/.native: $(VENV)/.installed setup.py dspark_sim/sim/loop.py dspark_sim/sim/stretch_kernel.pyx
+$(VENV)/.native: $(VENV)/.installed setup.py dspark_sim/sim/engines/loop.py dspark_sim/sim/engines/stretch_kernel.pyx
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 

@@ -45,11 +45,11 @@ def main() -> None:
     from dspark_sim.fileio import write_json_atomic
     from dspark_sim.profiles.registry import (acceptance_profile_path, hw_profile_path,
                                               load_acceptance_profile, load_hw_profile)
-    from dspark_sim.sim.cluster import simulate
-    from dspark_sim.sim.outputs import write_requests
-    from dspark_sim.sim.partition import simulate_partitioned
+    from dspark_sim.sim.cluster.run import simulate
+    from dspark_sim.sim.output.files import write_requests
+    from dspark_sim.sim.cluster.partition import simulate_partitioned
     from dspark_sim.sim.replay import default_acceptance
-    from dspark_sim.sim.summary import SummaryAccumulator
+    from dspark_sim.sim.output.summary import SummaryAccumulator
     from dspark_sim.traces.schema import load_trace
 
     t_start, c_start = time.perf_counter(), time.process_time()

@@ -180,7 +180,7 @@ def hardware_curve(args, target, drafter):
 def task_bound(rows, curve, kind: str, gamma: int) -> tuple[float, int]:
     """The speedup bound of one task from its full-gamma steps and the curve."""
     from dspark_sim.decode.loop_profile import speedup_bound, survival_from_tau_histogram
-    from dspark_sim.sim.costs import IterationCost
+    from dspark_sim.sim.cost.iteration import IterationCost
 
     accepted = [a for r in rows for a in r["full_steps"]["accepted"]]
     verified = [v for r in rows for v in r["full_steps"]["verified"]]

@@ -47,7 +47,7 @@ def main() -> None:
         os.sched_setaffinity(0, {args.core})
 
     from dspark_sim.profiles import load_acceptance_profile, load_hw_profile
-    from dspark_sim.sim.cluster import simulate
+    from dspark_sim.sim.cluster.run import simulate
     from dspark_sim.sim.replay import default_acceptance, parse_policies, replay, replay_files
     from dspark_sim.traces import load_trace, write_trace
     from dspark_sim.traces.importers import import_azure

@@ -20,7 +20,7 @@ _PREFILL_HELP = ("local: replicas prefill the prompts too (chunked prefill); dis
 def schedule_text(text_or_path: str | None) -> str | None:
     """The --bs-schedule JSON text (read from the file when a path), checked first so that a
     malformed file is reported with its name and line."""
-    from ..sim.spec_config import parse_schedule, schedule_source
+    from ..sim.speculation.spec_config import parse_schedule, schedule_source
 
     if text_or_path is None:
         return None

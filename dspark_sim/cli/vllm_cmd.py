@@ -179,7 +179,7 @@ BsScheduleOpt = Annotated[Optional[str], typer.Option(
 
 def read_schedule(bs_schedule: Optional[str], policies: list[str]) -> list[list[int]] | None:
     """The validated batch-size schedule (vLLM JSON), required by and only by vllm-schedule."""
-    from ..sim.spec_config import parse_schedule
+    from ..sim.speculation.spec_config import parse_schedule
     from ..vllm.runtime import SCHEDULE_POLICY
 
     if (bs_schedule is None) == (SCHEDULE_POLICY in policies):
@@ -395,7 +395,7 @@ def register(app: typer.Typer) -> None:
         """An AIPerf run's records (yours or serve-replay's) as the simulator's requests.csv /
         summary.json, with the replay's send-time error."""
         from ..fileio import write_json_atomic, write_text_atomic
-        from ..sim.metrics import requests_csv, summarise
+        from ..sim.output.metrics import requests_csv, summarise
         from ..traces.schema import load_trace
         from ..vllm.aiperf import read_export, trace_from_export
 

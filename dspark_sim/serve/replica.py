@@ -32,8 +32,8 @@ import torch
 from ..decode.context import Context
 from ..decode.sampling import Sampling
 from ..decode.verify import verify
-from ..sim.policies import Columns
-from ..sim.replica import ReplicaBase
+from ..sim.speculation.policies import Columns
+from ..sim.engines.replica import ReplicaBase
 from .drafting import DraftPool, draft_survival
 from .runner import ModelRunner, Segment
 

@@ -44,8 +44,8 @@ import numpy as np
 from ..decode.context import Context
 from ..decode.drafters.base import Draft
 from ..profiles.hardware import HardwareProfile
-from ..sim.costs import IterationCost
-from ..sim.schedule import prefix_schedule
+from ..sim.cost.iteration import IterationCost
+from ..sim.speculation.prefix_schedule import prefix_schedule
 
 
 RECENT = 8        # draft steps whose verified counts cap the next draft budget

@@ -181,7 +181,7 @@ def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: Har
         prof, name = acceptance[pol]
         sched = None
         if schedule and pol == "vllm-schedule":
-            from ..sim.spec_config import parse_schedule
+            from ..sim.speculation.spec_config import parse_schedule
             sched = parse_schedule(json.dumps(schedule), prof.gamma)
         sim[pol] = [replay(trace, pol, hw, prof, seed=seed + k, trace_name=trace_name,
                            hw_name=hw_name, acceptance_name=name, kv_semantics=kv_semantics,

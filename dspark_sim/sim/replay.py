@@ -15,15 +15,15 @@ from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
 from ..traces.schema import Trace, load_trace
-from .cluster import ROUTER_ALIASES, SimOutcome, simulate
+from .cluster.run import ROUTER_ALIASES, SimOutcome, simulate
 from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
-from .load import ClosedLoop
-from .metrics import requests_csv, requests_frame, summarise
-from .outputs import check_request_format, requests_file_name, write_requests
-from .partition import check_partitionable, simulate_partitioned
-from .policies import check_policy_name, make_policy
-from .spec_config import BatchSchedule, parse_schedule
-from .summary import QUANTILE_MODES, SummaryAccumulator
+from .cluster.load import ClosedLoop
+from .output.metrics import requests_csv, requests_frame, summarise
+from .output.files import check_request_format, requests_file_name, write_requests
+from .cluster.partition import check_partitionable, simulate_partitioned
+from .speculation.policies import check_policy_name, make_policy
+from .speculation.spec_config import BatchSchedule, parse_schedule
+from .output.summary import QUANTILE_MODES, SummaryAccumulator
 
 
 def default_acceptance(policy: str) -> str | None:

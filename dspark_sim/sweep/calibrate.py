@@ -38,7 +38,7 @@ from ..hardware.observations import LoadPoint, StepPoint
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import load_acceptance_profile
-from ..sim.policies import make_policy
+from ..sim.speculation.policies import make_policy
 from ..traces.schema import Trace, load_trace
 
 RANK_TOL = 1e-6            # singular-value ratio below which parameters count as not identified
@@ -147,7 +147,7 @@ def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitCon
     """The simulator's closed loop of `users` users for a load point's policy, trace and prefill."""
     from .point import measure
     from .spec import Point
-    from ..sim.load import ClosedLoop
+    from ..sim.cluster.load import ClosedLoop
     from ..sim.replay import replay
 
     acc = _acceptance(obs.acceptance) if obs.acceptance else None

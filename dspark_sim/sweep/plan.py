@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..sim.cluster import PREFILL_MODES, ROUTER_ALIASES
+from ..sim.cluster.run import PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
 from .cache import PointCache
 from .executors import run_points

@@ -45,7 +45,7 @@ def _acceptance(path: str) -> AcceptanceProfile:
 
 def point_trace(point: Point) -> Trace:
     """The trace a point serves (first max_requests requests; arrivals scaled in rate mode)."""
-    from ..sim.load import scale_arrivals
+    from ..sim.cluster.load import scale_arrivals
 
     trace = _trace(point.trace)
     if point.max_requests is not None and point.max_requests < len(trace):
@@ -60,7 +60,7 @@ def point_trace(point: Point) -> Trace:
 
 def closed_loop_of(point: Point, trace_len: int):
     """The point's closed loop; seed s starts at trace row s x C x R (disjoint while it fits)."""
-    from ..sim.load import ClosedLoop
+    from ..sim.cluster.load import ClosedLoop
 
     users = int(point.load)
     return ClosedLoop(users=users, requests_per_user=point.requests_per_user, think_s=point.think_s,
@@ -70,7 +70,7 @@ def closed_loop_of(point: Point, trace_len: int):
 def run_point(point: Point) -> dict[str, Any]:
     """Simulate the point; return its row of metrics (JSON-serialisable)."""
     from ..sim.replay import replay
-    from ..sim.spec_config import parse_schedule
+    from ..sim.speculation.spec_config import parse_schedule
 
     trace = point_trace(point)
     hw = _hw(point.hw)

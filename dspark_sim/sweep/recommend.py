@@ -28,7 +28,7 @@ from ..errors import InputError
 from ..fileio import write_json_atomic, write_text_atomic
 from ..profiles.registry import acceptance_profile_path, load_acceptance_profile
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
-from ..sim.spec_config import BatchSchedule, parse_schedule, speculative_config, vllm_method
+from ..sim.speculation.spec_config import BatchSchedule, parse_schedule, speculative_config, vllm_method
 from .frontier import THROUGHPUT, aggregate, sla_markdown, sla_table, tps_column
 from .run import SweepConfig, run_sweep, write_table
 

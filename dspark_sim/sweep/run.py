@@ -16,11 +16,11 @@ from ..errors import InputError
 from ..fileio import atomic_path, write_json_atomic, write_text_atomic
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
-from ..sim.cluster import KV_SEMANTICS, PREFILL_MODES, ROUTER_ALIASES
+from ..sim.cluster.run import KV_SEMANTICS, PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
-from ..sim.policies import make_policy
+from ..sim.speculation.policies import make_policy
 from ..sim.replay import default_acceptance
-from ..sim.spec_config import parse_schedule
+from ..sim.speculation.spec_config import parse_schedule
 from ..traces.schema import load_trace
 from .cache import PointCache
 from .executors import run_points

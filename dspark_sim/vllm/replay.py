@@ -20,7 +20,7 @@ from typing import Any, Callable
 from ..errors import InputError
 from ..fileio import write_json_atomic, write_text_atomic
 from ..serve.engine import ServeResult
-from ..sim.metrics import requests_csv, summarise
+from ..sim.output.metrics import requests_csv, summarise
 from ..traces.schema import Trace
 from .aiperf import read_export, run_aiperf, write_input
 from .client import run_schedule

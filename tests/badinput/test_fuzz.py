@@ -15,7 +15,7 @@ from dspark_sim.decode.drafters.checkpoint import read_config
 from dspark_sim.errors import InputError
 from dspark_sim.profiles.acceptance import AcceptanceProfile, dumps_profile
 from dspark_sim.profiles.hardware import HardwareProfile
-from dspark_sim.sim.spec_config import parse_schedule
+from dspark_sim.sim.speculation.spec_config import parse_schedule
 from dspark_sim.traces.importers import import_azure, import_mooncake, read_any
 from dspark_sim.train.selfdistill import read_records
 

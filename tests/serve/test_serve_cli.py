@@ -6,7 +6,7 @@ import pytest
 from toys import save_tiny_model
 
 from dspark_sim.cli import main
-from dspark_sim.sim.metrics import REQUEST_COLUMNS
+from dspark_sim.sim.output.metrics import REQUEST_COLUMNS
 
 HW = """schema: dspark-sim/hw/v1
 name: tiny

@@ -11,7 +11,7 @@ from simkit import make_trace
 from dspark_sim.decode.drafters import NGramDrafter
 from dspark_sim.errors import InputError
 from dspark_sim.serve.engine import scale_trace, serve
-from dspark_sim.sim.metrics import REQUEST_COLUMNS
+from dspark_sim.sim.output.metrics import REQUEST_COLUMNS
 
 
 @pytest.fixture(scope="module")

@@ -83,7 +83,7 @@ def _shipped_acceptance(policy: str):
 
 
 def _schedule(gamma: int):
-    from dspark_sim.sim.spec_config import parse_schedule
+    from dspark_sim.sim.speculation.spec_config import parse_schedule
     return parse_schedule(f"[[1, 2, {gamma}], [3, 8, 2], [9, 100000, 1]]", gamma)
 
 
@@ -91,7 +91,7 @@ def _shipped(trace: str, policy: str, *, kv: int | None = None, kv_semantics: st
              replicas: int = 1, router: str = "rr", closed: tuple[int, int] | None = None,
              prefill: str = "local", seed: int = 0) -> Callable[[], dict[str, Any]]:
     def build() -> dict[str, Any]:
-        from dspark_sim.sim.load import ClosedLoop
+        from dspark_sim.sim.cluster.load import ClosedLoop
         acc = _shipped_acceptance(policy)
         return dict(trace=_cut(trace), policy=policy, hw=_roofline(kv), acceptance=acc,
                     replicas=replicas, router=router, seed=seed, prefill=prefill,
@@ -216,7 +216,7 @@ def _random_acceptance(rng: np.random.Generator):
 
 def _random(index: int, policy: str, load: str, kv_semantics: str) -> Callable[[], dict[str, Any]]:
     def build() -> dict[str, Any]:
-        from dspark_sim.sim.load import ClosedLoop
+        from dspark_sim.sim.cluster.load import ClosedLoop
         rng = np.random.default_rng([0x601D, index])
         trace = _random_trace(rng)
         acc = _random_acceptance(rng)
@@ -259,7 +259,7 @@ def digest(values: np.ndarray) -> str:
 def run(case_args: dict[str, Any], engine: str) -> dict[str, Any] | None:
     """The case's results on `engine`, or None when the engine refuses it (bad input)."""
     from dspark_sim.errors import InputError
-    from dspark_sim.sim.cluster import simulate
+    from dspark_sim.sim.cluster.run import simulate
     try:
         out = simulate(engine=engine, **case_args)
     except InputError:
@@ -331,7 +331,7 @@ def check(engines: tuple[str, ...] = ENGINES, include_slow: bool = False,
 
 
 def write() -> None:
-    from dspark_sim.sim import native
+    from dspark_sim.sim.engines import native
     t0 = time.perf_counter()
     results = generate(lambda line: print(line, file=sys.stderr, flush=True))
     doc = {"schema": SCHEMA,
@@ -362,7 +362,7 @@ def main() -> int:
     if unknown:
         print(f"--engines: unknown {sorted(unknown)}; choose from {', '.join(ENGINES)}", file=sys.stderr)
         return 2
-    from dspark_sim.sim import native
+    from dspark_sim.sim.engines import native
     print(f"compiled builds in use: {native.status()}", file=sys.stderr)
     problems = check(engines, include_slow=args.all)
     for line in problems:

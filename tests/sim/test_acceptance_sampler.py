@@ -3,7 +3,7 @@ measured request's steps in order, cycling."""
 import numpy as np
 from simkit import empirical, parametric
 
-from dspark_sim.sim.acceptance import AcceptanceSampler
+from dspark_sim.sim.acceptance.sampler import AcceptanceSampler
 
 
 def test_parametric_runs_follow_conditional_rates():

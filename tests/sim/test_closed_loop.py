@@ -9,9 +9,9 @@ from simkit import ENGINE_FIELDS, assert_same_outcome, make_trace, parametric, t
 from test_conservation import POLICIES, acceptance, check_conservation, hardware, traces
 
 from dspark_sim.errors import InputError
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.costs import NS
-from dspark_sim.sim.load import ClosedLoop, scale_arrivals
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.cost.iteration import NS
+from dspark_sim.sim.cluster.load import ClosedLoop, scale_arrivals
 
 
 @st.composite

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simkit import assert_same_outcome, constant_hw, empirical, make_trace, parametric, table_hw
 
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.metrics import requests_frame
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.output.metrics import requests_frame
 
 POLICIES = ["ar", "mtp1", "static-2", "dspark", "dspark-lagged", "goodput", "oracle"]
 TASKS = ["chat", "code", "math"]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from simkit import assert_same_outcome, make_trace, parametric, table_hw
 
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.costs import IterationCost
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.cost.iteration import IterationCost
 
 STEP = ([1, 4, 16, 64, 256], [0.01, 0.011, 0.014, 0.03, 0.09])
 ENGINES = ("reference", "fast", "block")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sim_golden
 
-from dspark_sim.sim import native
+from dspark_sim.sim.engines import native
 
 REQUIRED = os.environ.get("DSPARK_SIM_REQUIRE_NATIVE", "") not in ("", "0")
 

@@ -38,8 +38,8 @@ import hashlib, json, sys, tracemalloc
 import numpy as np
 sys.path.insert(0, sys.argv[1] + "/tests/sim")
 from simkit import constant_hw, make_trace, parametric, table_hw
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.spec_config import parse_schedule
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.speculation.spec_config import parse_schedule
 
 BIG = int(sys.argv[2])
 rng = np.random.default_rng(7)

@@ -8,8 +8,9 @@ import pytest
 from simkit import assert_same_outcome
 
 from dspark_sim.profiles.registry import load_acceptance_profile, load_hw_profile
-from dspark_sim.sim import cluster, loop, native, stretch
-from dspark_sim.sim.cluster import simulate
+from dspark_sim.sim.cluster import run as cluster
+from dspark_sim.sim.engines import loop, native, stretch
+from dspark_sim.sim.cluster.run import simulate
 from dspark_sim.sim.replay import default_acceptance
 from dspark_sim.traces import load_trace
 

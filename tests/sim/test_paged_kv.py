@@ -12,10 +12,10 @@ from simkit import assert_same_outcome, make_trace, parametric, table_hw
 from test_conservation import POLICIES, acceptance, check_conservation, hardware, traces
 
 from dspark_sim.errors import InputError
-from dspark_sim.sim.block_manager import BlockManager, blocks_for
-from dspark_sim.sim.cluster import Cluster, simulate
-from dspark_sim.sim.requests import RequestTable
-from dspark_sim.sim.spec_config import BatchSchedule
+from dspark_sim.sim.kv.paged import BlockManager, blocks_for
+from dspark_sim.sim.cluster.run import Cluster, simulate
+from dspark_sim.sim.core.requests import RequestTable
+from dspark_sim.sim.speculation.spec_config import BatchSchedule
 
 ALL = POLICIES + ["vllm-schedule", "vllm-adaptive"]
 SCHEDULE = BatchSchedule(((1, 2, 4), (3, 5, 2), (8, 8, 1)), 4)
@@ -60,7 +60,7 @@ def test_blocks_with_preemption_conserve_requests_and_tokens(sc):
     cluster = Cluster(table, sc["replicas"], "round-robin", sc["hw"], sc["policy"], sc["acc"],
                       sc["seed"], kv_semantics="blocks", schedule=SCHEDULE)
     cluster.run()
-    from dspark_sim.sim.cluster import SimOutcome
+    from dspark_sim.sim.cluster.run import SimOutcome
     check_conservation(sc, SimOutcome(table, 0, 0.0))
     for rep in cluster.replicas:          # every block is back in the pool
         assert rep.blocks.free == rep.blocks.num_blocks and not rep.blocks.held
@@ -118,7 +118,7 @@ def test_block_manager():
 def test_closed_loop_with_paged_kv(policy):
     """Users send their next request when one finishes: equal to reserving while KV never runs
     out; with a tight pool every request still finishes with its tokens."""
-    from dspark_sim.sim.load import ClosedLoop
+    from dspark_sim.sim.cluster.load import ClosedLoop
 
     rng = np.random.default_rng(5)
     trace = make_trace(np.zeros(60), rng.integers(20, 300, 60), rng.integers(1, 80, 60))

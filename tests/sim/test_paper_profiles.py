@@ -7,7 +7,7 @@ import pytest
 
 from dspark_sim.profiles import load_acceptance_profile
 from dspark_sim.profiles.registry import ACCEPTANCE_DIR
-from dspark_sim.sim.paper_acceptance import PAPER_TAU, paper_profiles, tau_of
+from dspark_sim.sim.acceptance.paper import PAPER_TAU, paper_profiles, tau_of
 
 
 @pytest.mark.parametrize("profile", paper_profiles(), ids=lambda p: p.name)

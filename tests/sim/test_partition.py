@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 from simkit import ENGINE_FIELDS, assert_same_outcome
 from test_paged_kv import SCHEDULE, scenarios
 
-import dspark_sim.sim.acceptance as acceptance_mod
-import dspark_sim.sim.uniforms as uniforms_mod
+import dspark_sim.sim.acceptance.sampler as acceptance_mod
+import dspark_sim.sim.acceptance.uniforms as uniforms_mod
 from dspark_sim.errors import InputError
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.partition import simulate_partitioned
-from dspark_sim.sim.requests import RequestTable
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.cluster.partition import simulate_partitioned
+from dspark_sim.sim.core.requests import RequestTable
 
 
 def _whole(sc, kv):
@@ -49,7 +49,7 @@ def test_partitioned_equals_one_process(sc, kv, long_paths):
 
 def test_least_outstanding_and_closed_loop_are_refused(tmp_path):
     from simkit import constant_hw, make_trace
-    from dspark_sim.sim.load import ClosedLoop
+    from dspark_sim.sim.cluster.load import ClosedLoop
     trace = make_trace([0, 0.1, 0.2], [10, 10, 10], [5, 5, 5])
     with pytest.raises(InputError, match="least-outstanding.*couples the replicas"):
         simulate_partitioned(trace, "ar", constant_hw(), None, replicas=2, router="lo")
@@ -92,7 +92,7 @@ def test_ray_partitions_equal_one_process():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.sampled_from([0.003, 0.05, 1.0]))
 def test_progress_reports_do_not_change_results(sc, every_s):
-    from dspark_sim.sim.cluster import Cluster
+    from dspark_sim.sim.cluster.run import Cluster
     ref = _whole(sc, "reserve")
     table = RequestTable(sc["trace"])
     cluster = Cluster(table, sc["replicas"], "round-robin", sc["hw"], sc["policy"], sc["acc"],

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from simkit import constant_hw, make_trace, parametric
 
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.metrics import requests_frame, summarise
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.output.metrics import requests_frame, summarise
 
 STEP = 0.01
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dspark_sim.cli import main
-from dspark_sim.sim.metrics import REQUEST_COLUMNS
+from dspark_sim.sim.output.metrics import REQUEST_COLUMNS
 from dspark_sim.sim.replay import parse_acceptance_option
 
 TRACE = "".join(

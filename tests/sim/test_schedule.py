@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dspark_sim
-from dspark_sim.sim.schedule import budget_batch, prefix_schedule, survivals, top_k_batch
+from dspark_sim.sim.speculation.prefix_schedule import budget_batch, prefix_schedule, survivals, top_k_batch
 
 
 def algorithm1(conf, sps, base=0, max_drafts=None, early_stop=True):
@@ -167,7 +167,7 @@ def test_bad_confidence_shape():
 @given(cases())
 def test_ranked_batch_equals_schedule_batch(case):
     """The per-composition plan (numpy and pure python) gives Algorithm 1's lengths."""
-    from dspark_sim.sim.schedule import RankedBatch, schedule_batch
+    from dspark_sim.sim.speculation.prefix_schedule import RankedBatch, schedule_batch
 
     conf, sps_table, base, cap = case
     r, g = conf.shape
@@ -184,7 +184,7 @@ def test_ranked_batch_equals_schedule_batch(case):
 def test_ranked_batch_python_lengths_need_the_whole_table():
     """lengths_py reads the SPS table as far as the search goes: a table that ends before the
     early stop is an error (as an index past its end), one that ends after it is not."""
-    from dspark_sim.sim.schedule import RankedBatch
+    from dspark_sim.sim.speculation.prefix_schedule import RankedBatch
 
     ranked = RankedBatch(survivals(np.full((2, 3), 0.9)), 6)
     rising = [1.0] * 20                    # flat SPS: every candidate adds value, no early stop

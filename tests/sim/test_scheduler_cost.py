@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from simkit import make_trace, parametric, table_hw
 
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.costs import IterationCost
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.cost.iteration import IterationCost
 
 # step time 10 ms per batch token: verifying a draft costs as much as a whole extra token
 BATCH, SECONDS = [1, 2, 100], [0.01, 0.02, 1.0]

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simkit import make_trace, parametric, table_hw
 
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.metrics import request_columns, requests_csv, requests_frame, summarise
-from dspark_sim.sim.outputs import write_requests
-from dspark_sim.sim.sketch import QuantileSketch
-from dspark_sim.sim.summary import SummaryAccumulator
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.output.metrics import request_columns, requests_csv, requests_frame, summarise
+from dspark_sim.sim.output.files import write_requests
+from dspark_sim.sim.output.sketch import QuantileSketch
+from dspark_sim.sim.output.summary import SummaryAccumulator
 
 LABELS = dict(policy="dspark", trace="t", hw="h", acceptance="a", seed=0, gpus=2, iterations=7,
               sim_wall_s=0.5)

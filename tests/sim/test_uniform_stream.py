@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from dspark_sim.sim.uniforms import BLOCK, UniformStream
+from dspark_sim.sim.acceptance.uniforms import BLOCK, UniformStream
 
 
 @pytest.mark.parametrize("total", [1, BLOCK - 1, 3 * BLOCK + 17])

@@ -7,11 +7,11 @@ import pytest
 from simkit import make_trace, parametric, table_hw
 
 from dspark_sim.errors import InputError
-from dspark_sim.sim.cluster import simulate
-from dspark_sim.sim.cost_tables import build_cost_tables, profile_sizes
-from dspark_sim.sim.costs import IterationCost
-from dspark_sim.sim.policies import Columns, make_policy
-from dspark_sim.sim.spec_config import parse_schedule
+from dspark_sim.sim.cluster.run import simulate
+from dspark_sim.sim.cost.vllm_tables import build_cost_tables, profile_sizes
+from dspark_sim.sim.cost.iteration import IterationCost
+from dspark_sim.sim.speculation.policies import Columns, make_policy
+from dspark_sim.sim.speculation.spec_config import parse_schedule
 
 
 def _hw(rng, capture):

@@ -12,8 +12,8 @@ import typing
 import numpy as np
 import pytest
 
-from dspark_sim.sim.cost_tables import build_cost_tables, build_table, profile_sizes
-from dspark_sim.sim.spec_config import BatchSchedule, parse_schedule, speculative_config
+from dspark_sim.sim.cost.vllm_tables import build_cost_tables, build_table, profile_sizes
+from dspark_sim.sim.speculation.spec_config import BatchSchedule, parse_schedule, speculative_config
 
 
 def _random_curve(rng, limit):

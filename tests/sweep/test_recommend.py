@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dspark_sim.cli import main
-from dspark_sim.sim.spec_config import BatchSchedule
+from dspark_sim.sim.speculation.spec_config import BatchSchedule
 from dspark_sim.sweep.recommend import derive_schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))

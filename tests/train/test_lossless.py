@@ -215,7 +215,7 @@ def test_a_verify_length_that_reads_its_own_drafts_is_caught(small_vocab_target)
     curve SPS(1, 2, 3) = (1, 0.5, 0.45), verifies x_1 and x_2 together only when c_2, which
     reads x_1, is high (with the early stop it verifies nothing there: one draft never pays);
     the output is biased and the same chi-square test sees it (p ~ 1e-5 at 500 samples)."""
-    from dspark_sim.sim.schedule import prefix_schedule
+    from dspark_sim.sim.speculation.prefix_schedule import prefix_schedule
 
     model = small_vocab_target
     curve = np.array([1.0, 0.5, 0.45])

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from .costs import IterationCost
-from .schedule import RankedBatch, budget_batch, schedule_batch, top_k_batch
+from ...errors import InputError
+from ..cost.iteration import IterationCost
+from .prefix_schedule import RankedBatch, budget_batch, schedule_batch, top_k_batch
 
 POLICY_HELP = ("ar (no speculation), mtp1 (verify 1 draft), static-K (verify K drafts), "
                "dspark (Algorithm 1 with early stop, every iteration), dspark-lagged (budget from "

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..traces.schema import Trace
-from .costs import NS
+from ...traces.schema import Trace
+from ..cost.iteration import NS
 
 
 class RequestTable:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..traces.schema import Trace
+from ...errors import InputError
+from ...traces.schema import Trace
 
 
 def scale_arrivals(trace: Trace, factor: float) -> Trace:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..profiles.hardware import HardwareProfile
-from .cost_tables import build_cost_tables, profile_sizes
+from ...profiles.hardware import HardwareProfile
+from .vllm_tables import build_cost_tables, profile_sizes
 
 NS = 1_000_000_000
 UNLIMITED = 1 << 40    # stands for "no limit" in token budgets and KV capacity

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..fileio import read_text
+from ...errors import InputError
+from ...fileio import read_text
 
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 _FIELD = "bs-schedule"

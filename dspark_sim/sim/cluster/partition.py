@@ -16,17 +16,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import InputError
-from ..profiles.acceptance import AcceptanceProfile
-from ..profiles.hardware import HardwareProfile
-from ..traces.schema import Trace
-from .acceptance import AcceptanceSampler
-from .cluster import (ROUTER_ALIASES, Cluster, PartContext, SimOutcome, check_kv_fits,
+from ...errors import InputError
+from ...profiles.acceptance import AcceptanceProfile
+from ...profiles.hardware import HardwareProfile
+from ...traces.schema import Trace
+from ..acceptance.sampler import AcceptanceSampler
+from .run import (ROUTER_ALIASES, Cluster, PartContext, SimOutcome, check_kv_fits,
                       check_options, typical_context)
-from .fast import MAX_RUN
+from ..engines.block import MAX_RUN
 from .load import ClosedLoop
-from .policies import make_policy
-from .requests import RequestTable
+from ..speculation.policies import make_policy
+from ..core.requests import RequestTable
 
 PART_EXECUTORS = ("ray", "inline")
 RESULT_FIELDS = ("first_token_ns", "finish_ns", "prefilled", "generated", "steps", "drafted",
@@ -127,7 +127,7 @@ def _results(shares: list[np.ndarray], job, executor: str, workers: int, address
         for k, rows in enumerate(shares):
             yield k, run_part(*job(rows))
         return
-    from ..raytasks import ray_results, ray_session
+    from ...raytasks import ray_results, ray_session
 
     with ray_session(workers, address) as ray:
         remote = ray.remote(num_cpus=1)(run_part)

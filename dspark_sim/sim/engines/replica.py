@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import simpy
 
-from ..profiles.hardware import HardwareProfile
-from .acceptance import AcceptanceSampler
-from .costs import UNLIMITED, IterationCost
-from .policies import Columns, Policy
-from .requests import RequestTable
+from ...profiles.hardware import HardwareProfile
+from ..acceptance.sampler import AcceptanceSampler
+from ..cost.iteration import UNLIMITED, IterationCost
+from ..speculation.policies import Columns, Policy
+from ..core.requests import RequestTable
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ..cluster.run import Cluster
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 

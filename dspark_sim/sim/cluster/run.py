@@ -9,22 +9,22 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from ..errors import InputError
-from ..profiles.acceptance import AcceptanceProfile
-from ..profiles.hardware import HardwareProfile
-from ..traces.schema import Trace
-from .acceptance import AcceptanceSampler
+from ...errors import InputError
+from ...profiles.acceptance import AcceptanceProfile
+from ...profiles.hardware import HardwareProfile
+from ...traces.schema import Trace
+from ..acceptance.sampler import AcceptanceSampler
 from .arrivals import ClosedArrivals, OpenArrivals
-from .costs import NS, IterationCost
-from .fast import MAX_RUN, FastReplica
+from ..cost.iteration import NS, IterationCost
+from ..engines.block import MAX_RUN, FastReplica
 from .load import ClosedLoop
-from . import loop
-from .native import compiled
-from .paged_engine import PagedReplica
-from .policies import make_policy
-from .reference import ReferenceReplica
-from .replica import ReplicaBase
-from .requests import RequestTable
+from ..engines import loop
+from ..engines.native import compiled
+from ..engines.paged import PagedReplica
+from ..speculation.policies import make_policy
+from ..engines.reference import ReferenceReplica
+from ..engines.replica import ReplicaBase
+from ..core.requests import RequestTable
 
 # the per-iteration engine: its compiled build when that is in use (native.py), same results
 LoopReplica = (compiled("_loop_native") or loop).LoopReplica

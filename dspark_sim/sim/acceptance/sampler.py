@@ -18,8 +18,8 @@ import copy
 
 import numpy as np
 
-from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
-from .schedule import survivals
+from ...profiles.acceptance import AcceptanceProfile, TaskAcceptance
+from ..speculation.prefix_schedule import survivals
 from .uniforms import UniformStream
 
 

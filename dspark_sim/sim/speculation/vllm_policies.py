@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .costs import IterationCost
+from ..cost.iteration import IterationCost
 from .policies import Columns, Policy, cap_in_order
-from .schedule import top_k_batch
+from .prefix_schedule import top_k_batch
 from .spec_config import BatchSchedule
 
 

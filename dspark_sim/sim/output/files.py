@@ -12,10 +12,10 @@ from typing import Callable
 
 import pandas as pd
 
-from ..errors import InputError
-from ..fileio import atomic_path
+from ...errors import InputError
+from ...fileio import atomic_path
 from .metrics import request_columns
-from .requests import RequestTable
+from ..core.requests import RequestTable
 from .summary import SummaryAccumulator
 
 REQUEST_FORMATS = ("csv", "parquet")

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import brentq
 
-from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
-from ..profiles.registry import ACCEPTANCE_DIR, ACCEPTANCE_SUFFIX
+from ...profiles.acceptance import AcceptanceProfile, TaskAcceptance
+from ...profiles.registry import ACCEPTANCE_DIR, ACCEPTANCE_SUFFIX
 
 SOURCE = ("DSpark: Confidence-Scheduled Speculative Decoding with Semi-Autoregressive Generation "
           "(DeepSeek-AI and Peking University, 2026), offline accepted length tau at T = 1, "

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .block_manager import BlockManager
-from .costs import UNLIMITED
+from ..kv.paged import BlockManager
+from ..cost.iteration import UNLIMITED
 from .reference import ReferenceReplica
 
 

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import simpy
 
-from .costs import NS
+from ..cost.iteration import NS
 from .load import ClosedLoop
-from .requests import RequestTable
+from ..core.requests import RequestTable
 
 if TYPE_CHECKING:
-    from .cluster import Router
-    from .replica import ReplicaBase
+    from .run import Router
+    from ..engines.replica import ReplicaBase
 
 
 class OpenArrivals:
