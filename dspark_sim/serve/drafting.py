@@ -16,7 +16,7 @@ import torch
 from ..decode.context import Context
 from ..decode.drafters.base import Draft, Drafter
 from ..decode.sampling import Sampling
-from ..sim.speculation.prefix_schedule import survivals
+from ..sim.core.rules import survivals
 
 
 class DraftPool:

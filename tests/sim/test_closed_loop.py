@@ -10,7 +10,7 @@ from test_conservation import POLICIES, acceptance, check_conservation, hardware
 
 from dspark_sim.errors import InputError
 from dspark_sim.sim.cluster.run import simulate
-from dspark_sim.sim.cost.iteration import NS
+from dspark_sim.sim.core.units import NS
 from dspark_sim.sim.cluster.load import ClosedLoop, scale_arrivals
 
 

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dspark_sim
-from dspark_sim.sim.speculation.prefix_schedule import budget_batch, prefix_schedule, survivals, top_k_batch
+from dspark_sim.sim.core.rules import survivals
+from dspark_sim.sim.speculation.prefix_schedule import budget_batch, prefix_schedule, top_k_batch
 
 
 def algorithm1(conf, sps, base=0, max_drafts=None, early_stop=True):

@@ -19,7 +19,7 @@ import copy
 import numpy as np
 
 from ...profiles.acceptance import AcceptanceProfile, TaskAcceptance
-from ..speculation.prefix_schedule import survivals
+from ..core.rules import survivals
 from .uniforms import UniformStream
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import simpy
 
-from ..cost.iteration import NS
+from ..core.units import NS
 from .load import ClosedLoop
 from ..core.requests import RequestTable
 

@@ -15,7 +15,8 @@ from ...profiles.hardware import HardwareProfile
 from ...traces.schema import Trace
 from ..acceptance.sampler import AcceptanceSampler
 from .arrivals import ClosedArrivals, OpenArrivals
-from ..cost.iteration import NS, IterationCost
+from ..core.units import NS
+from ..cost.iteration import IterationCost
 from ..engines.block import MAX_RUN, FastReplica
 from .load import ClosedLoop
 from ..engines import loop

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...traces.schema import Trace
-from ..cost.iteration import NS
+from .units import NS
 
 
 class RequestTable:

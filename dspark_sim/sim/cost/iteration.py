@@ -1,27 +1,16 @@
-"""Iteration cost of one replica: draft time + target step time, tabulated on integer inputs.
-
-Simulated time is kept in integer nanoseconds so that sums are exact and associative: the
-vectorised and the per-iteration engines then agree to the last bit, and an arrival and an
-iteration boundary at the same instant are really at the same instant.
-"""
+"""Iteration cost of one replica: draft time + target step time, tabulated on integer inputs
+(integer nanoseconds, core/units.py)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...profiles.hardware import HardwareProfile
+from ..core.units import NS, UNLIMITED, to_ns
 from .vllm_tables import build_cost_tables, profile_sizes
-
-NS = 1_000_000_000
-UNLIMITED = 1 << 40    # stands for "no limit" in token budgets and KV capacity
 # Tables start this large (or at the profile's limit, if smaller) and grow on demand to what
 # the run reaches, never past the limit: memory follows the work, not max_batch_tokens.
 INITIAL_TOKENS = 4096
 INITIAL_REQUESTS = 256
-
-
-def to_ns(seconds) -> np.ndarray:
-    """Seconds -> integer nanoseconds (at least 1 ns for a positive duration)."""
-    return np.rint(np.asarray(seconds, dtype=float) * NS).astype(np.int64)
 
 
 class IterationCost:

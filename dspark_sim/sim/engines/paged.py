@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kv.paged import BlockManager
-from ..cost.iteration import UNLIMITED
+from ..core.units import UNLIMITED
 from .reference import ReferenceReplica
 
 

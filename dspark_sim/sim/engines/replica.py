@@ -27,7 +27,8 @@ import simpy
 
 from ...profiles.hardware import HardwareProfile
 from ..acceptance.sampler import AcceptanceSampler
-from ..cost.iteration import UNLIMITED, IterationCost
+from ..core.units import UNLIMITED
+from ..cost.iteration import IterationCost
 from ..speculation.policies import Columns, Policy
 from ..core.requests import RequestTable
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cost.iteration import NS
+from ..core.units import NS
 from ..core.requests import RequestTable
 from .summary import SummaryAccumulator
 

@@ -14,12 +14,9 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.rules import survivals
+
 _NO_CANDIDATE = -1.0   # survival given to rows that are not in an iteration: sorted last, never admitted
-
-
-def survivals(confidence: np.ndarray) -> np.ndarray:
-    """a[..., j] = prod_{i<=j} c[..., i]: probability that drafts 1..j all survive."""
-    return np.cumprod(np.asarray(confidence, dtype=float), axis=-1)
 
 
 def _rank(surv: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
