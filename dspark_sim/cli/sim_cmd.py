@@ -7,6 +7,7 @@ from typing import Any, Optional
 import typer
 
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
+from ..sim.speculation.registry import policy_list
 
 # (label, summary key path, format); None values print as "-".
 TABLE_ROWS = [
@@ -61,8 +62,7 @@ def register(app: typer.Typer) -> None:
     def replay_cmd(
         trace: Path = typer.Argument(..., metavar="TRACE", help="Trace JSONL (formats.md)."),
         policy: str = typer.Option("dspark", "--policy", help="Policy or comma-separated policies "
-                                   "to compare: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle, "
-                                   "vllm-schedule, vllm-adaptive."),
+                                   f"to compare: {policy_list()}."),
         hw: str = typer.Option(DEFAULT_HW, "--hw", help="Hardware profile: a shipped "
                                "name (see `dspark-sim profiles list`) or a YAML path."),
         acceptance: Optional[str] = typer.Option(None, "--acceptance", help="Acceptance profile "

@@ -8,11 +8,11 @@ from typing import Optional
 import typer
 
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
+from ..sim.speculation.registry import policy_list
 
 _ACC_HELP = ("Acceptance profile for every speculative policy (name or path), or POLICY=ACC,... "
              f"per policy. Default: {DEFAULT_MTP1_ACCEPTANCE} for mtp1, {DEFAULT_ACCEPTANCE} for the others.")
-_POLICY_HELP = ("Comma-separated policies: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle, "
-                "vllm-schedule (with --bs-schedule), vllm-adaptive.")
+_POLICY_HELP = f"Comma-separated policies: {policy_list()} (vllm-schedule with --bs-schedule)."
 _PREFILL_HELP = ("local: replicas prefill the prompts too (chunked prefill); disaggregated: "
                  "prompts are prefilled elsewhere and the replicas only decode (TTFT = queueing).")
 

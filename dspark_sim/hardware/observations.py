@@ -32,7 +32,7 @@ from typing import Any
 from ..errors import InputError
 from ..fileio import read_json, read_text, read_yaml
 from ..profiles.validate import FieldChecker
-from ..sim.speculation.policies import check_policy_name
+from ..sim.speculation.registry import check_policy_name
 
 OBS_SCHEMA = "dspark-sim/observations/v1"
 PREFILL = ("disaggregated", "local")

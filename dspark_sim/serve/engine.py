@@ -28,7 +28,7 @@ from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..sim.cluster.run import Cluster, check_kv_fits
 from ..sim.output.metrics import requests_csv, requests_frame, summarise
-from ..sim.speculation.policies import check_policy_name, make_policy
+from ..sim.speculation.registry import check_policy_name, make_policy
 from ..sim.replay import write_results
 from ..sim.core.requests import RequestTable
 from ..traces.schema import Trace

@@ -11,7 +11,7 @@ from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile, shipped_acceptance_names)
-from ..sim.speculation.policies import make_policy
+from ..sim.speculation.registry import make_policy
 from ..traces.schema import Trace, load_trace
 from .engine import check_engine_policy, scale_trace
 

@@ -32,7 +32,7 @@ import torch
 from ..decode.context import Context
 from ..decode.sampling import Sampling
 from ..decode.verify import verify
-from ..sim.speculation.policies import Columns
+from ..sim.speculation.base import PolicyInputs
 from ..sim.engines.replica import ReplicaBase
 from .drafting import DraftPool, draft_survival
 from .runner import ModelRunner, Segment
@@ -147,7 +147,7 @@ class ServingReplica(ReplicaBase):
         mean = self.sampler.row_survival(idx) if self.sampler is not None and r else np.zeros((r, g))
         surv = mean if drafts is None or r == 0 else \
             np.stack([draft_survival(d, m) for d, m in zip(drafts, mean)])
-        cols = Columns(surv=surv[None], active=np.ones((1, r), dtype=bool),
+        cols = PolicyInputs(surv=surv[None], active=np.ones((1, r), dtype=bool),
                        base=np.array([prefill_max]), cap=np.array([self.budget - r]),
                        mean_surv=mean)
         lengths, raw = self.decide(cols, self.history)

@@ -21,7 +21,7 @@ from .cluster.load import ClosedLoop
 from .output.metrics import requests_csv, requests_frame, summarise
 from .output.files import check_request_format, requests_file_name, write_requests
 from .cluster.partition import check_partitionable, simulate_partitioned
-from .speculation.policies import check_policy_name, make_policy
+from .speculation.registry import check_policy_name, make_policy
 from .speculation.spec_config import BatchSchedule, parse_schedule
 from .output.summary import QUANTILE_MODES, SummaryAccumulator
 

@@ -38,7 +38,7 @@ from ..hardware.observations import LoadPoint, StepPoint
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import load_acceptance_profile
-from ..sim.speculation.policies import make_policy
+from ..sim.speculation.registry import make_policy
 from ..traces.schema import Trace, load_trace
 
 RANK_TOL = 1e-6            # singular-value ratio below which parameters count as not identified

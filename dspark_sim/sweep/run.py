@@ -18,7 +18,7 @@ from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_
                                  load_hw_profile)
 from ..sim.cluster.run import KV_SEMANTICS, PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
-from ..sim.speculation.policies import make_policy
+from ..sim.speculation.registry import make_policy
 from ..sim.replay import default_acceptance
 from ..sim.speculation.spec_config import parse_schedule
 from ..traces.schema import load_trace

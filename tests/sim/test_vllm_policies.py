@@ -10,7 +10,8 @@ from dspark_sim.errors import InputError
 from dspark_sim.sim.cluster.run import simulate
 from dspark_sim.sim.cost.vllm_tables import build_cost_tables, profile_sizes
 from dspark_sim.sim.cost.iteration import IterationCost
-from dspark_sim.sim.speculation.policies import Columns, make_policy
+from dspark_sim.sim.speculation.base import PolicyInputs
+from dspark_sim.sim.speculation.registry import make_policy
 from dspark_sim.sim.speculation.spec_config import parse_schedule
 
 
@@ -62,7 +63,7 @@ def test_adaptive_verification_equals_vllms_rule(seed):
     base = int(rng.integers(0, hw.max_batch_tokens - r - min(cap, r * gamma) + 1))
     others = int(rng.integers(0, 4))
     sampling = int(rng.integers(0, others + 1))
-    cols = Columns(surv=current[None], active=np.ones((1, r), dtype=bool), base=np.array([base]),
+    cols = PolicyInputs(surv=current[None], active=np.ones((1, r), dtype=bool), base=np.array([base]),
                    cap=np.array([cap]), mean_surv=current, rows=rows, others=np.array([others]),
                    others_sampling=np.array([sampling]))
     got = policy.verify(cols, cost)[0].tolist()

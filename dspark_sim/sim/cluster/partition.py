@@ -25,7 +25,7 @@ from .run import (ROUTER_ALIASES, Cluster, PartContext, SimOutcome, check_kv_fit
                       check_options, typical_context)
 from ..engines.block import MAX_RUN
 from .load import ClosedLoop
-from ..speculation.policies import make_policy
+from ..speculation.registry import make_policy
 from ..core.requests import RequestTable
 
 PART_EXECUTORS = ("ray", "inline")

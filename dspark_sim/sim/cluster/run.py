@@ -22,7 +22,7 @@ from .load import ClosedLoop
 from ..engines import loop
 from ..engines.native import compiled
 from ..engines.paged import PagedReplica
-from ..speculation.policies import make_policy
+from ..speculation.registry import make_policy
 from ..engines.reference import ReferenceReplica
 from ..engines.replica import ReplicaBase
 from ..core.requests import RequestTable

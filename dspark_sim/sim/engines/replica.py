@@ -29,7 +29,7 @@ from ...profiles.hardware import HardwareProfile
 from ..acceptance.sampler import AcceptanceSampler
 from ..core.units import UNLIMITED
 from ..cost.iteration import IterationCost
-from ..speculation.policies import Columns, Policy
+from ..speculation.base import Policy, PolicyInputs
 from ..core.requests import RequestTable
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class ReplicaBase:
         return chunks, context
 
     def columns(self, rows: np.ndarray, active: np.ndarray, base: np.ndarray, cap: np.ndarray,
-                steps: np.ndarray | None, accepted: np.ndarray | None) -> Columns:
+                steps: np.ndarray | None, accepted: np.ndarray | None) -> PolicyInputs:
         """Policy inputs for C iterations over `rows`; steps/accepted are (R, C)."""
         sampler = self.sampler
         c, r = active.shape
@@ -203,10 +203,10 @@ class ReplicaBase:
                 surv = sampler.survival(rows, steps).transpose(1, 0, 2)
             else:
                 surv = np.broadcast_to(mean[None], (c, r, g))
-        return Columns(surv=surv, active=active, base=base, cap=cap, mean_surv=mean,
+        return PolicyInputs(surv=surv, active=active, base=base, cap=cap, mean_surv=mean,
                        accepted=None if accepted is None else accepted.T)
 
-    def decide(self, cols: Columns, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    def decide(self, cols: PolicyInputs, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Verify lengths (C, R) and the raw lagged budgets (C,) of consecutive iterations that
         follow those whose raw budgets end `history`."""
         c, r = cols.active.shape

@@ -17,14 +17,14 @@ Both are `stateful`: they run in the per-iteration engines only (reference, page
 `reserves_drafts`, as vLLM's scheduler does: decoding requests are given 1 + their scheduled
 drafts of the token budget before prefill chunks take the rest, so drafts that adaptive
 verification trims afterwards do not go to prefill; the policy then sees the prefill exactly.
-`static-K` is vLLM's fixed `num_speculative_tokens = K` (policies.py).
+`static-K` is vLLM's fixed `num_speculative_tokens = K` (policies.py; registry.py names every policy).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..cost.iteration import IterationCost
-from .policies import Columns, Policy, cap_in_order
+from .base import Policy, PolicyInputs, cap_in_order
 from .prefix_schedule import top_k_batch
 from .spec_config import BatchSchedule
 
@@ -41,7 +41,7 @@ class BatchSizeSchedule(Policy):
         self.schedule = schedule
         self.last_batch = 0     # requests scheduled in the previous iteration (0: none yet)
 
-    def verify(self, cols: Columns, cost: IterationCost) -> np.ndarray:
+    def verify(self, cols: PolicyInputs, cost: IterationCost) -> np.ndarray:
         batch = self.last_batch or int(cols.active[0].sum() + cols.others[0])
         k = self.schedule.k_at(batch)
         return cap_in_order(np.where(cols.active, k, 0), cols.cap)
@@ -68,7 +68,7 @@ class AdaptiveVerification(Policy):
         self.max_requests, self.max_batch_tokens = max_requests, max_batch_tokens
         self.stale: dict[int, np.ndarray] = {}     # rid -> survivals the previous iteration verified
 
-    def budget(self, cols: Columns, cost: IterationCost) -> int:
+    def budget(self, cols: PolicyInputs, cost: IterationCost) -> int:
         """The draft budget of the (single) iteration in `cols`."""
         rows = cols.rows
         r = len(rows)
@@ -87,7 +87,7 @@ class AdaptiveVerification(Policy):
         costs = draft_ms[requests] + verify_ms[non_draft:non_draft + max_budget + 1]
         return int(np.argmax(tokens / costs))
 
-    def verify(self, cols: Columns, cost: IterationCost) -> np.ndarray:
+    def verify(self, cols: PolicyInputs, cost: IterationCost) -> np.ndarray:
         if cols.active.shape[0] != 1:
             raise ValueError("vllm-adaptive decides one iteration at a time")
         return top_k_batch(cols.surv, cols.active, np.array([self.budget(cols, cost)]))
