@@ -150,8 +150,8 @@ class ServingReplica(ReplicaBase):
         cols = PolicyInputs(surv=surv[None], active=np.ones((1, r), dtype=bool),
                        base=np.array([prefill_max]), cap=np.array([self.budget - r]),
                        mean_surv=mean)
-        lengths, raw = self.decide(cols, self.history)
-        self.record_history(raw)
+        lengths, raw = self.policy.decide(cols, self.cost)
+        self.policy.commit(raw)
         return [int(v) for v in lengths[0]]
 
     def _chunk_segment(self, rid: int, take: int) -> Segment:

@@ -66,13 +66,13 @@ class FastReplica(ReplicaBase):
         return (len(rows),) if self._task is None else tuple(self._task[rows].tolist())
 
     def _general_lengths(self, rows: np.ndarray, steps: np.ndarray, accepted: np.ndarray,
-                         base: int, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
+                         base: int, history: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Verify lengths (R, C) and raw lagged budgets of C consecutive iterations in which
         every row decodes (per-step confidences, accepted runs or lagged budgets)."""
         r, c = steps.shape
         cols = self.columns(rows, np.ones((c, r), dtype=bool), np.full(c, base),
                             np.full(c, self.budget - r), steps, accepted)
-        lengths, raw = self.decide(cols, history)
+        lengths, raw = self.policy.decide(cols, self.cost, history)
         return lengths.T, raw
 
     def _accepted(self, rows: np.ndarray, steps: np.ndarray) -> np.ndarray:
@@ -100,7 +100,7 @@ class FastReplica(ReplicaBase):
         else:
             steps0 = state[STEPS][:, None]
             lengths, raw = self._general_lengths(state[RID], steps0, self._accepted(state[RID], steps0),
-                                                 prefill_max, self.history)
+                                                 prefill_max)
             verify0 = lengths[:, 0]
         sum0 = int(verify0.sum())
         chunks, prefill_context = self.allocate_prefill(min(prefill_max, self.budget - r0 - sum0))
@@ -144,7 +144,7 @@ class FastReplica(ReplicaBase):
             verify[:r0, 0] = verify0
             if m > 1:
                 rest, raw_rest = self._general_lengths(rows, steps[:, 1:], accepted[:, 1:], 0,
-                                                       (self.history + raw.tolist())[-2:])
+                                                       self.policy.lagged.after(raw) if lag else None)
                 verify[:, 1:] = rest
                 raw = np.concatenate([raw, raw_rest])
             tokens = np.minimum(accepted, verify)
@@ -199,7 +199,7 @@ class FastReplica(ReplicaBase):
         # a few times the last block, doubling while blocks run out without an event
         self._m_guess = min(2 * m, MAX_RUN) if end == m - 1 else max(16, 4 * (end + 1))
         if lag:
-            self.record_history(raw[:end + 1])
+            self.policy.commit(raw[:end + 1])
         return int(times[end])
 
     def _fixed_ns(self, n_dec: np.ndarray, batch: np.ndarray, context: np.ndarray,

@@ -237,8 +237,7 @@ class LoopReplica(ReplicaBase):
         if self.policy.lag:
             plan = self._plan(self._key)
             raw = plan.raw(prefill_max) if r else 0
-            use = self.history[0] if self.history else raw
-            self.history = (self.history + [raw])[-2:]
+            use = self.policy.lagged.budget(raw)
             if r:
                 lengths = plan.lengths_for(use)
         elif prefill_max and r:

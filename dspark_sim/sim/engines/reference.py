@@ -33,7 +33,7 @@ class ReferenceReplica(ReplicaBase):
         if self.policy.stateful:        # who else is in the step, as vLLM's policies count it
             cols.rows = rows
             cols.others, cols.others_sampling = self.prefill_requests(prefill_max)
-        lengths, raw = self.decide(cols, self.history)
+        lengths, raw = self.policy.decide(cols, self.cost)
         verify = lengths[0]
         if self.sampler is not None and self.sampler.caps_drafts and r:
             verify = np.minimum(verify, self.sampler.drafted(rows, steps)[:, 0])
@@ -58,7 +58,7 @@ class ReferenceReplica(ReplicaBase):
         joiners = self.stamp_prefill(self.apply_prefill(chunks), end)
         self.decoders = [int(x) for x in rows[~done]] + joiners
         self.iterations += 1
-        self.record_history(raw)
+        self.policy.commit(raw)
         if self.policy.stateful:
             self.policy.observe(rows, cols.surv[0], r + len(chunks))
         return end

@@ -38,13 +38,6 @@ if TYPE_CHECKING:
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def lagged_budgets(history: list[int], raw: np.ndarray) -> np.ndarray:
-    """Budget each iteration uses: the raw budget of two iterations earlier (or the oldest
-    there is, at a replica's start). `history`: raw budgets of the last <= 2 iterations."""
-    full = np.concatenate([np.asarray(history, dtype=np.int64), raw])
-    return full[np.maximum(len(history) + np.arange(len(raw)) - 2, 0)]
-
-
 class ReplicaBase:
     """State and SimPy process of one replica; subclasses implement `advance()`."""
 
@@ -74,7 +67,6 @@ class ReplicaBase:
         self.routed = 0
         self.finished = 0
         self.iterations = 0
-        self.history: list[int] = []           # raw lagged budgets of the last two iterations
         self.prefill_elsewhere = cluster.prefill_elsewhere   # disaggregated prefill
         self._run_finish_ns = _EMPTY             # finish times committed by the current advance()
         self._wake: simpy.Event | None = None
@@ -206,18 +198,6 @@ class ReplicaBase:
         return PolicyInputs(surv=surv, active=active, base=base, cap=cap, mean_surv=mean,
                        accepted=None if accepted is None else accepted.T)
 
-    def decide(self, cols: PolicyInputs, history: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Verify lengths (C, R) and the raw lagged budgets (C,) of consecutive iterations that
-        follow those whose raw budgets end `history`."""
-        c, r = cols.active.shape
-        if r == 0:
-            return np.zeros((c, 0), dtype=np.int64), np.zeros(c if self.policy.lag else 0, dtype=np.int64)
-        raw = _EMPTY
-        if self.policy.lag:
-            raw = self.policy.raw_budget(cols, self.cost)
-            cols.budget = lagged_budgets(history, raw)
-        return self.policy.verify(cols, self.cost), raw
-
     # --- commit --------------------------------------------------------------------------------
 
     def finish(self, rids: np.ndarray, t_ns) -> None:
@@ -269,7 +249,3 @@ class ReplicaBase:
         if done:
             self.finish(np.asarray(done, dtype=np.int64), np.int64(t_ns))
         return joiners
-
-    def record_history(self, raw: np.ndarray) -> None:
-        if self.policy.lag:
-            self.history = (self.history + [int(v) for v in raw[-2:]])[-2:]

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.iteration import IterationCost
+from .lag import LaggedBudgets
+
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -58,12 +61,32 @@ class Policy:
     needs_accepted = False
     independent = False
     lag = 0
+    lagged: LaggedBudgets | None = None      # a lagged policy's budget history (lag.py)
     stateful = False
     reserves_drafts = False
     drafts: int | None = 0
 
     def verify(self, cols: PolicyInputs, cost: IterationCost) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError
+
+    def decide(self, cols: PolicyInputs, cost: IterationCost,
+               history: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Verify lengths (C, R) and, for a lagged policy, the raw budgets (C,) of consecutive
+        iterations; `history`: the lagged policy's raw budgets before them (default: committed,
+        see `commit`)."""
+        c, r = cols.active.shape
+        if r == 0:
+            return np.zeros((c, 0), dtype=np.int64), np.zeros(c if self.lag else 0, dtype=np.int64)
+        raw = _EMPTY
+        if self.lag:
+            raw = self.raw_budget(cols, cost)
+            cols.budget = self.lagged.budgets(raw, history)
+        return self.verify(cols, cost), raw
+
+    def commit(self, raw: np.ndarray) -> None:
+        """Iterations whose raw budgets are `raw` (from `decide`) ran: a lagged policy records them."""
+        if self.lag:
+            self.lagged.commit(raw)
 
     def plan(self, surv: np.ndarray, cap: int, cost: IterationCost) -> "Plan | None":
         """For an iteration whose rows have fixed survivals `surv` (R, gamma), an object giving

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.iteration import IterationCost
+from .lag import LAG, LaggedBudgets
 from .base import FixedPlan, Plan, Policy, cap_in_order, memo, scheduler_sps
 from .prefix_schedule import RankedBatch, budget_batch, schedule_batch, top_k_batch
 
@@ -100,10 +101,11 @@ class DSparkLagged(Policy):
 
     name = "dspark-lagged"
     needs_confidence = True
-    lag = 2
+    lag = LAG
 
     def __init__(self, gamma: int) -> None:
         self.drafts = gamma
+        self.lagged = LaggedBudgets(LAG)
 
     def raw_budget(self, cols, cost):
         return budget_batch(cols.surv, cols.active, cols.base, cols.cap, scheduler_sps(cols, cost))
@@ -117,7 +119,7 @@ class DSparkLagged(Policy):
 
 class LaggedPlan(Plan):
     """dspark-lagged for one composition: the raw budget at a prefill base, and the verify
-    lengths for a (lagged) budget. Used by the python loop engine, which keeps the history."""
+    lengths for a (lagged) budget (the python loop engine's form; the policy keeps the history)."""
 
     def __init__(self, ranked: RankedBatch, cap: int, cost: IterationCost) -> None:
         self.ranked, self.cap, self.cost = ranked, max(cap, 0), cost
