@@ -26,11 +26,12 @@ from ..errors import InputError
 from ..fileio import write_text_atomic
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
-from ..sim.cluster.run import Cluster, check_kv_fits
+from ..sim.cluster.run import Cluster
 from ..sim.output.metrics import requests_csv, requests_frame, summarise
 from ..sim.speculation.registry import check_policy_name, make_policy
 from ..sim.replay import write_results
 from ..sim.core.requests import RequestTable
+from ..sim.kv.semantics import check_kv_fits
 from ..traces.schema import Trace
 from .drafting import DraftPool
 from .replica import ITERATION_COLUMNS, EngineParts, ServingReplica

@@ -1,7 +1,7 @@
 """The real serving replica: the simulator's replica with real iterations on a wall clock.
 
-`ServingReplica` subclasses the simulator's `ReplicaBase`, so admission (FCFS, KV
-reservation, request cap), the token budget, chunked prefill, the policies and Algorithm 1,
+`ServingReplica` subclasses the simulator's `ReplicaBase` and asks its scheduler
+(sim/scheduler.py), so admission (FCFS, KV reservation, request cap), the token budget, chunked prefill, the policies and Algorithm 1,
 and the per-request accounting are the simulator's own code. Only `advance()` differs: it
 runs one real iteration --
 
@@ -33,6 +33,7 @@ from ..decode.context import Context
 from ..decode.sampling import Sampling
 from ..decode.verify import verify
 from ..sim.speculation.base import PolicyInputs
+from ..sim.core.rules import prefill_room, tokens_emitted
 from ..sim.engines.replica import ReplicaBase
 from .drafting import DraftPool, draft_survival
 from .runner import ModelRunner, Segment
@@ -84,7 +85,8 @@ class ServingReplica(ReplicaBase):
         rows = list(self.decoders)
         contexts = [self._ctx[rid] for rid in rows]
         context = int((t.prompt[rows] + t.generated[rows]).sum()) if rows else 0
-        prefill_max = min(self.pending_prefill(), max(0, self.budget - len(rows)))
+        sched = self.sched
+        prefill_max = sched.prefill_room(len(rows))
         # 1-2. drafts and verify lengths (the policy reads the drafts' survivals when it needs them)
         draft_start = self.wall_s["draft"]
         if self.policy.needs_confidence:
@@ -99,7 +101,7 @@ class ServingReplica(ReplicaBase):
         verify_len = [min(l, len(d)) for l, d in zip(lengths, drafts)]
         # 3. prefill chunks take what the decode tokens leave of the budget, FCFS
         decode_tokens = len(rows) + sum(verify_len)
-        chunks, prefill_context = self.allocate_prefill(min(prefill_max, self.budget - decode_tokens))
+        chunks, prefill_context = sched.take_prefill(prefill_room(prefill_max, self.budget, decode_tokens))
         # 4. one batched forward over the decode rows and the chunks
         segments = [Segment(self._kv[rid], [ctx.anchor] + d.tokens[:l].tolist(), "all")
                     for rid, ctx, d, l in zip(rows, contexts, drafts, verify_len)]
@@ -113,9 +115,9 @@ class ServingReplica(ReplicaBase):
         t3 = time.perf_counter()
         end = self._clock_ns()
         # 6. the simulator's bookkeeping, stamped with the iteration's end
-        self.finish(np.asarray(finished, dtype=np.int64), np.int64(end))
-        completed = self.apply_prefill(chunks)
-        joiners = self.stamp_prefill(completed, end)
+        sched.finish(np.asarray(finished, dtype=np.int64), np.int64(end))
+        completed = sched.apply_prefill(chunks)
+        joiners = sched.stamp_prefill(completed, end)
         for rid in finished + [c for c in completed if c not in joiners]:
             self._release(rid)
         self.decoders = keep + joiners
@@ -159,7 +161,7 @@ class ServingReplica(ReplicaBase):
         t, p = self.table, self.parts
         if rid not in self._kv:
             self._kv[rid] = p.runner.new_kv(int(t.prompt[rid] + t.output[rid]) + self.gamma + 1)
-        done = self._prefilled[rid]
+        done = self.sched.prefilled[rid]
         last = done + take == int(t.prompt[rid])
         return Segment(self._kv[rid], p.prompts[rid][done:done + take], "last" if last else "none")
 
@@ -174,7 +176,7 @@ class ServingReplica(ReplicaBase):
             n = verdict.accepted
             self._kv[rid].crop(len(ctx.tokens) + n)              # keep s_0..s_t and x_1..x_n
             owed = int(t.output[rid] - t.generated[rid])
-            new = (d.tokens[:n].tolist() + [verdict.token])[:owed]
+            new = (d.tokens[:n].tolist() + [verdict.token])[:tokens_emitted(n, l, owed)]
             ctx.commit(new, None if out.features is None else out.features[:len(new)])
             p.outputs[rid].extend(new)
             p.steps[rid].append((len(d), l, n))

@@ -16,8 +16,9 @@ from ..errors import InputError
 from ..fileio import atomic_path, write_json_atomic, write_text_atomic
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
-from ..sim.cluster.run import KV_SEMANTICS, PREFILL_MODES, ROUTER_ALIASES
+from ..sim.cluster.run import PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
+from ..sim.kv.semantics import KV_SEMANTICS
 from ..sim.speculation.registry import make_policy
 from ..sim.replay import default_acceptance
 from ..sim.speculation.spec_config import parse_schedule

@@ -12,9 +12,9 @@ from simkit import assert_same_outcome, make_trace, parametric, table_hw
 from test_conservation import POLICIES, acceptance, check_conservation, hardware, traces
 
 from dspark_sim.errors import InputError
-from dspark_sim.sim.kv.paged import BlockManager, blocks_for
+from dspark_sim.sim.kv.paged import PagedPool, blocks_for
 from dspark_sim.sim.cluster.run import Cluster, simulate
-from dspark_sim.sim.core.requests import RequestTable
+from dspark_sim.sim.core.requests import DONE, RequestTable
 from dspark_sim.sim.speculation.spec_config import BatchSchedule
 
 ALL = POLICIES + ["vllm-schedule", "vllm-adaptive"]
@@ -63,8 +63,10 @@ def test_blocks_with_preemption_conserve_requests_and_tokens(sc):
     from dspark_sim.sim.cluster.run import SimOutcome
     check_conservation(sc, SimOutcome(table, 0, 0.0))
     for rep in cluster.replicas:          # every block is back in the pool
-        assert rep.blocks.free == rep.blocks.num_blocks and not rep.blocks.held
-        assert not rep.waiting and not rep.prefilling and not rep.decoders
+        pool = rep.sched.pool
+        assert pool.free_blocks == pool.num_blocks and not pool.held
+        assert not rep.sched.waiting and not rep.sched.prefilling and not rep.decoders
+    assert (table.phase == DONE).all()
     assert int(table.preemptions.sum()) == sum(rep.preemptions for rep in cluster.replicas)
 
 
@@ -99,11 +101,11 @@ def test_paged_kv_refuses_the_batched_engines():
                  engine="loop", kv_semantics="blocks")
 
 
-def test_block_manager():
-    bm = BlockManager(100, 16)
+def test_paged_pool():
+    bm = PagedPool(100, 16)
     assert bm.num_blocks == 6 and bm.can_allocate(96) and not bm.can_allocate(97)
     bm.allocate(1, 17)
-    assert bm.held[1] == 2 and bm.free == 4
+    assert bm.held[1] == 2 and bm.free_blocks == 4
     assert bm.needed(1, 32) == 0 and bm.needed(1, 33) == 1
     bm.allocate(1, 20)          # shrinking never gives blocks back
     assert bm.held[1] == 2
@@ -111,7 +113,7 @@ def test_block_manager():
     with pytest.raises(RuntimeError):
         bm.allocate(2, 16 * 5)
     bm.deallocate(1)
-    assert bm.free == 6 and not bm.held
+    assert bm.free_blocks == 6 and not bm.held
 
 
 @pytest.mark.parametrize("policy", ["mtp1", "dspark", "vllm-adaptive"])

@@ -21,7 +21,8 @@ from ...profiles.acceptance import AcceptanceProfile
 from ...profiles.hardware import HardwareProfile
 from ...traces.schema import Trace
 from ..acceptance.sampler import AcceptanceSampler
-from .run import (ROUTER_ALIASES, Cluster, PartContext, SimOutcome, check_kv_fits,
+from ..kv.semantics import check_kv_fits
+from .run import (ROUTER_ALIASES, Cluster, PartContext, SimOutcome,
                       check_options, typical_context)
 from ..engines.block import MAX_RUN
 from .load import ClosedLoop

@@ -21,11 +21,11 @@ from ..engines.block import MAX_RUN, FastReplica
 from .load import ClosedLoop
 from ..engines import loop
 from ..engines.native import compiled
-from ..engines.paged import PagedReplica
 from ..speculation.registry import make_policy
 from ..engines.reference import ReferenceReplica
 from ..engines.replica import ReplicaBase
 from ..core.requests import RequestTable
+from ..kv.semantics import KV_SEMANTICS, check_kv_fits, make_pool
 
 # the per-iteration engine: its compiled build when that is in use (native.py), same results
 LoopReplica = (compiled("_loop_native") or loop).LoopReplica
@@ -35,7 +35,6 @@ ROUTER_ALIASES = {"rr": "round-robin", "round-robin": "round-robin",
                   "lo": "least-outstanding", "least-outstanding": "least-outstanding"}
 ENGINES = ("fast", "block", "loop", "reference")
 PREFILL_MODES = ("local", "disaggregated")
-KV_SEMANTICS = ("reserve", "blocks")
 PROGRESS_EVERY_S = 600.0      # simulated seconds between progress reports
 
 
@@ -111,7 +110,8 @@ class Cluster:
         if cls is None:     # "fast": per-iteration python loop where it applies, else blocks
             cls = LoopReplica if loopable else FastReplica
         self.replicas: list[ReplicaBase] = [
-            cls(i, self.env, self, table, hw, cost, new_policy(), sampler) for i in range(replicas)]
+            cls(i, self.env, self, table, hw, cost, new_policy(), sampler,
+                pool=make_pool(kv_semantics, table, hw)) for i in range(replicas)]
         self.router = Router(router, self.replicas)
         if closed_loop is None:
             self.source: OpenArrivals | ClosedArrivals = OpenArrivals(self.env, table, self.router)
@@ -182,28 +182,7 @@ def per_iteration_engine(engine: str, kv_semantics: str, stateful: bool, policy_
         return ReferenceReplica
     if disaggregated:
         raise InputError("--kv-semantics blocks does not model disaggregated prefill", field="prefill")
-    return PagedReplica
-
-
-def check_kv_fits(table: RequestTable, hw: HardwareProfile, kv_semantics: str = "reserve",
-                  drafts: int = 0) -> None:
-    """Bad input when some request could never be admitted (prompt + output > KV capacity) or,
-    with paged KV, could never finish (its last step's blocks, drafts included, exceed the pool)."""
-    kv = hw.kv_capacity_tokens
-    if kv is not None and kv_semantics == "blocks" and len(table.kv_need):
-        blocks = -(-(table.kv_need - 1 + drafts) // hw.kv_block_size)
-        i = int(blocks.argmax())
-        if int(blocks[i]) > kv // hw.kv_block_size:
-            raise InputError(f"request {table.ids[i]!r} needs {int(blocks[i])} KV blocks of "
-                             f"{hw.kv_block_size} tokens (prompt + output - 1 + {drafts} drafts) but "
-                             f"the hardware profile holds {kv // hw.kv_block_size}",
-                             field="kv_capacity_tokens")
-        return
-    if kv is not None and len(table.kv_need) and int(table.kv_need.max()) > kv:
-        i = int(table.kv_need.argmax())
-        raise InputError(f"request {table.ids[i]!r} needs {int(table.kv_need[i])} KV tokens "
-                         f"(prompt + output) but the hardware profile holds {kv}",
-                         field="kv_capacity_tokens")
+    return ReferenceReplica
 
 
 @dataclass
@@ -227,7 +206,7 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
     With `closed_loop`, the trace gives only the requests' lengths and tasks (load.py). With
     prefill 'disaggregated', prompts are prefilled elsewhere: a request arrives with its KV
     cache and first token and only decodes here. `kv_semantics` 'blocks' is vLLM's paged KV
-    with preemption by recompute (paged_engine.py); `schedule` is vllm-schedule's batch-size
+    with preemption by recompute (kv/paged.py, sim/scheduler.py); `schedule` is vllm-schedule's batch-size
     schedule (spec_config.BatchSchedule). `progress(simulated s)` as the run goes."""
     check_options(router, replicas, prefill, engine, kv_semantics)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -1,10 +1,16 @@
-"""Request state: one array per field over every request of the trace (struct of arrays)."""
+"""Request state: one array per field over every request of the trace (struct of arrays), with
+each request's phase as a column of its own."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...traces.schema import Trace
 from .units import NS
+
+# A request's phase (`RequestTable.phase`). WAITING from the start: queued at its replica once
+# routed (`replica` >= 0), or not yet arrived. The scheduler moves it on.
+WAITING, PREFILLING, DECODING, PREEMPTED, DONE = range(5)
+PHASES = ("waiting", "prefilling", "decoding", "preempted", "done")
 
 
 class RequestTable:
@@ -32,6 +38,7 @@ class RequestTable:
         self.verified = np.zeros(n, dtype=np.int64)
         self.accepted = np.zeros(n, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)    # times preempted (paged KV only)
+        self.phase = np.full(n, WAITING, dtype=np.int8)   # WAITING .. DONE (above)
         self._lists: tuple[list[int], list[int], list[int]] | None = None
 
     def as_lists(self) -> tuple[list[int], list[int], list[int]]:

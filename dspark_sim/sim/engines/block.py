@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.rules import prefill_room, step_tokens_np
 from .replica import ReplicaBase
 
 MAX_RUN = 1024          # most iterations one block may span (samplers pad their draws by this)
@@ -28,8 +29,8 @@ _PLAN_CACHE_LIMIT = 4096
 
 # Fields of the state matrix. ONE, VPLUS and KV come first: one matmul with the activity mask
 # gives the per-iteration request count, batch tokens and KV context.
-ONE, VPLUS, KV, OWED, STEPS, VER, RID, NEED = range(8)
-_FIELDS = 8
+ONE, VPLUS, KV, OWED, STEPS, VER, RID = range(7)
+_FIELDS = 7
 
 
 class FastReplica(ReplicaBase):
@@ -70,7 +71,7 @@ class FastReplica(ReplicaBase):
         """Verify lengths (R, C) and raw lagged budgets of C consecutive iterations in which
         every row decodes (per-step confidences, accepted runs or lagged budgets)."""
         r, c = steps.shape
-        cols = self.columns(rows, np.ones((c, r), dtype=bool), np.full(c, base),
+        cols = self.policy_inputs(rows, np.ones((c, r), dtype=bool), np.full(c, base),
                             np.full(c, self.budget - r), steps, accepted)
         lengths, raw = self.policy.decide(cols, self.cost, history)
         return lengths.T, raw
@@ -90,8 +91,9 @@ class FastReplica(ReplicaBase):
         lag = self.policy.lag
         # Column 0: verify lengths first (the prefill it could take is the batch's base),
         # then prefill chunks from what the decode tokens leave.
-        pending = self.pending_prefill()
-        prefill_max = min(pending, max(0, self.budget - r0))
+        sched = self.sched
+        pending = sched.pending
+        prefill_max = sched.prefill_room(r0)
         raw = np.zeros(1 if lag and r0 == 0 else 0, dtype=np.int64)   # as decide() with no rows
         if r0 == 0:
             verify0 = state[ONE]
@@ -103,9 +105,9 @@ class FastReplica(ReplicaBase):
                                                  prefill_max)
             verify0 = lengths[:, 0]
         sum0 = int(verify0.sum())
-        chunks, prefill_context = self.allocate_prefill(min(prefill_max, self.budget - r0 - sum0))
+        chunks, prefill_context = sched.take_prefill(prefill_room(prefill_max, self.budget, r0 + sum0))
         prefill0 = sum(take for _, take in chunks)
-        completed = self.apply_prefill(chunks)
+        completed = sched.apply_prefill(chunks)
         output = self.table.output
         joiners = [rid for rid in completed if output[rid] > 1]
         done0 = [rid for rid in completed if output[rid] == 1]
@@ -116,7 +118,7 @@ class FastReplica(ReplicaBase):
         owed = state[OWED]
         # Block length: enough columns to reach the first event that could end the block.
         dependent = not self.policy.independent
-        t_arr = None if self.waiting else self.cluster.next_arrival_ns(self)
+        t_arr = None if sched.waiting else self.cluster.next_arrival_ns(self)
         if prefill0 < pending or r1 == 0:
             m = 1
         else:
@@ -138,7 +140,7 @@ class FastReplica(ReplicaBase):
         if planned:
             verify = self._plan(self._key, self._surv).lengths(0)
             state[VPLUS] = verify + 1
-            tokens = np.minimum(accepted, verify[:, None])
+            tokens = step_tokens_np(accepted, verify[:, None])
         else:
             verify = np.zeros((r1, m), dtype=np.int64)
             verify[:r0, 0] = verify0
@@ -147,9 +149,8 @@ class FastReplica(ReplicaBase):
                                                        self.policy.lagged.after(raw) if lag else None)
                 verify[:, 1:] = rest
                 raw = np.concatenate([raw, raw_rest])
-            tokens = np.minimum(accepted, verify)
-        tokens[:, 0] = np.minimum(accepted[:, 0], first0)
-        tokens += 1
+            tokens = step_tokens_np(accepted, verify)
+        tokens[:, 0] = step_tokens_np(accepted[:, 0], first0)      # joiners (-1): no tokens
         cum = np.cumsum(tokens, axis=1)
         fin = (cum < owed[:, None]).sum(axis=1)           # finish column of each row (m: later)
         active = cols <= fin[:, None]
@@ -180,7 +181,7 @@ class FastReplica(ReplicaBase):
         times = np.cumsum(ns)
         end = self._block_end(fin, verify, times, m, t_arr, done0, planned, dependent)
         # Commit columns 0..end.
-        self.stamp_prefill(completed, int(times[0]))
+        sched.stamp_prefill(completed, int(times[0]))
         last = np.minimum(fin, end)
         emitted = cum[np.arange(r1), last]
         state[KV] += emitted
@@ -223,7 +224,7 @@ class FastReplica(ReplicaBase):
         """Append requests whose prefill completed: they decode from the next column (or, with
         first_step 0, from the next block's column 0)."""
         t = self.table
-        cols = [[1, 0, int(t.prompt[r]) + 1, int(t.output[r]) - 1, first_step, 0, r, int(t.kv_need[r])]
+        cols = [[1, 0, int(t.prompt[r]) + 1, int(t.output[r]) - 1, first_step, 0, r]
                 for r in joiners]
         self._state = np.concatenate([self._state, np.array(cols, dtype=np.int64).T], axis=1)
         if self.sampler is not None:
@@ -239,7 +240,7 @@ class FastReplica(ReplicaBase):
         """Drop finished rows (their fields reach the request table in `flush`)."""
         gone = self._state[:, finished]
         self._retired.append((gone, finish_ns))
-        self.release(gone[RID], int(gone[NEED].sum()), finish_ns)
+        self.sched.release(gone[RID], finish_ns)
         keep = ~finished
         self._state = self._state[:, keep]
         self._surv = self._surv[keep]
@@ -276,7 +277,7 @@ class FastReplica(ReplicaBase):
         if t_arr is not None and m > 1:
             end = min(end, int(np.searchsorted(times, t_arr, side="left")))
         think = self.cluster.closed_think_ns
-        if think is not None and not self.waiting:
+        if think is not None and not self.sched.waiting:
             # a closed loop: the first finish sends its user's next request think_ns later
             first_t = int(times[0]) if done0 else None
             if int(fin.min()) < m:
@@ -284,10 +285,9 @@ class FastReplica(ReplicaBase):
                 first_t = t if first_t is None else min(first_t, t)
             if first_t is not None:
                 end = min(end, int(np.searchsorted(times, first_t + think, side="left")))
-        kv_need = self.table.kv_need
         # requests done at column 0 are no longer running but still hold their KV
-        freed_kv0 = int(kv_need[done0].sum()) if done0 else 0
-        if done0 and self.head_fits_after(0, freed_kv0):
+        freed_kv0 = self.sched.pool.freed_by(done0) if done0 else 0
+        if done0 and self.sched.head_fits_after(0, freed_kv0):
             return 0
         first = int(fin.min())
         if first >= end:
@@ -299,7 +299,7 @@ class FastReplica(ReplicaBase):
             per_col = verify.sum(axis=0) if verify.ndim == 2 else int(verify.sum())
             if np.any(per_col >= self.budget - len(fin)):
                 return first
-        if not (self.waiting or (dependent and planned)):
+        if not (self.sched.waiting or (dependent and planned)):
             return end
         return self._finish_walk(fin, end, freed_kv0, dependent and planned, verify)
 
@@ -307,7 +307,7 @@ class FastReplica(ReplicaBase):
                      verify: np.ndarray) -> int:
         """Walk the finishes before `end` in column order; stop at the first one after which
         the head of the queue fits or the remaining rows' verify lengths would change."""
-        need = self._state[NEED]
+        sched = self.sched
         alive = np.ones(len(fin), dtype=bool)
         freed_n = 0
         uniform = int(verify[0]) if check_plan and verify.min() == verify.max() else None
@@ -315,8 +315,8 @@ class FastReplica(ReplicaBase):
             gone = fin == f
             alive &= ~gone
             freed_n += int(gone.sum())
-            freed_kv += int(need[gone].sum())
-            if self.waiting and self.head_fits_after(freed_n, freed_kv):
+            freed_kv += sched.pool.freed_by(self._state[RID, gone])
+            if sched.waiting and sched.head_fits_after(freed_n, freed_kv):
                 return f
             if check_plan and alive.any():
                 rows = self._state[RID, alive]

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.rules import prefill_room, step_tokens
 from .replica import ReplicaBase
 from .stretch import steady_stretch
 
 
-# _TOKENS[l][a] = 1 + min(a, l): tokens of a step with accepted run a when l drafts are verified
-_TOKENS = [bytes(1 + min(a, length) for a in range(256)) for length in range(255)]
+# _TOKENS[l][a]: tokens of a step with accepted run a when l drafts are verified (before the clip)
+_TOKENS = [bytes(step_tokens(a, length) for a in range(256)) for length in range(255)]
 
 
 class LoopReplica(ReplicaBase):
@@ -104,7 +105,8 @@ class LoopReplica(ReplicaBase):
         if t_arr is None:
             t_arr = 1 << 62
         rid, seq, tok, first, owed = self._rid, self._seq, self._tok, self._first, self._owed
-        prefilling, waiting = self.prefilling, self.waiting
+        sched = self.sched
+        prefilling, waiting = sched.prefilling, sched.waiting
         context_ns, draft_fixed, step_ns = self._context_ns, self._draft_fixed, self._step_ns
         n_step, n_draft = len(step_ns), len(self._draft_ns)
         it = self.iterations
@@ -158,8 +160,8 @@ class LoopReplica(ReplicaBase):
                 batch = r + verified
                 chunks, prefill_context = None, 0
                 if prefilling:       # prefill takes what the decode tokens leave, FCFS
-                    prefill_max = min(self._pending, max(0, budget - r))
-                    chunks, prefill_context = self.allocate_prefill(min(prefill_max, budget - batch))
+                    chunks, prefill_context = sched.take_prefill(
+                        prefill_room(sched.prefill_room(r), budget, batch))
                     batch += sum(take for _, take in chunks)
                 if batch >= n_step or r >= n_draft:
                     self._tables(r, batch)
@@ -182,7 +184,7 @@ class LoopReplica(ReplicaBase):
                 if done is not None:
                     self._retire(done, end, it)
                 if chunks:
-                    joiners = self.stamp_prefill(self.apply_prefill(chunks), end)
+                    joiners = sched.stamp_prefill(sched.apply_prefill(chunks), end)
                     if joiners:
                         self._join(joiners, it)
                 kv_sum, total = self._kv_sum, self._sum_lengths
@@ -232,7 +234,7 @@ class LoopReplica(ReplicaBase):
         """Verify lengths of an iteration with prefill to do (the base is the prefill it could
         take) or of a lagged policy (budget from two iterations earlier); None when they are
         the current rows' usual lengths."""
-        prefill_max = min(self._pending, max(0, self.budget - r)) if self.prefilling else 0
+        prefill_max = self.sched.prefill_room(r) if self.sched.prefilling else 0
         lengths = self._lengths
         if self.policy.lag:
             plan = self._plan(self._key)
@@ -297,8 +299,7 @@ class LoopReplica(ReplicaBase):
         """Rows that emitted their last token in iteration it-1, ending at `end`."""
         self._settle(it)
         drafts = self.policy.drafts
-        output, prompt, need = self._output, self._prompt, self._need
-        kv = 0
+        output, prompt = self._output, self._prompt
         for k in done:
             rid = self._rid[k]
             out = output[rid]
@@ -309,8 +310,7 @@ class LoopReplica(ReplicaBase):
             self._results.append((rid, end, steps, accepted, ver,
                                   ver if drafts is None else steps * drafts))
             self._kv_sum += self._owed[k] - prompt[rid] - out   # drop the overshoot and the row
-            kv += need[rid]
-        self.release([self._rid[k] for k in done], kv, end)
+        self.sched.release([self._rid[k] for k in done], end)
         if len(done) == 1:
             k = done[0]
             for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,

@@ -1,36 +1,29 @@
-"""One serving replica: FCFS admission, chunked prefill, continuous batching, one SimPy process.
+"""One serving replica: a SimPy process that alternates between waiting for work and `advance()`,
+which plans and commits one or more iterations and returns when the last of them ends (the
+process sleeps until then). The engines implement `advance()`: the per-iteration reference
+(reference.py), the python loop (loop.py) and the numpy blocks (block.py); serve/'s real replica
+runs real iterations. Queue, admission, chunked prefill and preemption are the scheduler's
+(sim/scheduler.py); verify lengths the policy's (speculation/); iteration times the cost's (cost/).
 
-The replica process alternates between waiting for work and `advance()`, which plans and
-commits one or more iterations and returns when the last of them ends; the process sleeps
-until then. The engines implement `advance()`: the vectorised one (fast.py), the python loop
-(loop.py), the per-iteration reference (reference.py) and its paged-KV variant
-(paged_engine.py, which overrides `admit`, `kv_admit` and `release`). They share everything here.
-
-Semantics (docs/simulator.md):
-- admission at an iteration boundary, FCFS, while fewer than max_batch_requests are running
-  and the KV cache can reserve prompt + output tokens (`kv_admit`); no preemption (the paged
-  engine: blocks on demand, preemption by recompute, a recomputed request prefilling its
-  prompt and generated tokens again, `recompute`);
-- token budget max_batch_tokens per iteration: decode tokens first (1 + verified drafts per
-  decoding request), the rest to prefill chunks, FCFS;
-- a request whose prefill completes emits its first token at the end of that iteration and
-  decodes from the next one; a decoding request emits 1 + accepted drafts per iteration,
-  never more than it still owes.
+Semantics (docs/simulator.md): a request whose prefill completes emits its first token at the
+end of that iteration and decodes from the next one; a decoding request emits 1 + accepted
+drafts per iteration, never more than it still owes (core/rules.py).
 """
 from __future__ import annotations
 
-from collections import deque
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 import simpy
 
 from ...profiles.hardware import HardwareProfile
 from ..acceptance.sampler import AcceptanceSampler
+from ..core.requests import RequestTable
 from ..core.units import UNLIMITED
 from ..cost.iteration import IterationCost
+from ..kv.pool import KVPool, ReservePool
+from ..scheduler import Scheduler
 from ..speculation.base import Policy, PolicyInputs
-from ..core.requests import RequestTable
 
 if TYPE_CHECKING:
     from ..cluster.run import Cluster
@@ -39,11 +32,13 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class ReplicaBase:
-    """State and SimPy process of one replica; subclasses implement `advance()`."""
+    """State and SimPy process of one replica; subclasses implement `advance()` and
+    `join_decoding()`."""
 
     def __init__(self, index: int, env: simpy.Environment, cluster: "Cluster", table: RequestTable,
                  hw: HardwareProfile, cost: IterationCost, policy: Policy,
-                 sampler: AcceptanceSampler | None) -> None:
+                 sampler: AcceptanceSampler | None, pool: KVPool | None = None) -> None:
+        """`pool`: the KV pool (default: reservation at admission, kv/pool.py)."""
         self.index = index
         self.env = env
         self.cluster = cluster
@@ -52,32 +47,41 @@ class ReplicaBase:
         self.policy = policy
         self.sampler = sampler
         self.gamma = sampler.gamma if sampler is not None else 1
-        self.budget = hw.max_batch_tokens or UNLIMITED
-        self.max_requests = min(hw.max_batch_requests or UNLIMITED, self.budget)
-        self.kv_capacity = hw.kv_capacity_tokens or UNLIMITED
-        self._prompt, self._output, self._need = table.as_lists()   # fast scalar access
-        self.waiting: deque[int] = deque()
-        self.prefilling: list[int] = []
-        self._prefilled: dict[int, int] = {}      # prompt tokens in the KV cache, while prefilling
-        self._target: dict[int, int] = {}         # tokens each prefilling request must prefill
-        self.recompute: dict[int, int] = {}       # preempted requests: output tokens to prefill again
-        self._pending = 0                         # prompt tokens the prefilling requests still need
-        self.decoders: list[int] = []
-        self.kv_used = 0
+        self.prefill_elsewhere = cluster.prefill_elsewhere   # disaggregated prefill
+        self.sched = Scheduler(table, pool if pool is not None else ReservePool(table, hw.kv_capacity_tokens),
+                               max_requests=hw.max_batch_requests or UNLIMITED,
+                               budget=hw.max_batch_tokens or UNLIMITED,
+                               prefill_elsewhere=self.prefill_elsewhere,
+                               join=self.join_decoding, on_finish=self._finished)
+        self.budget = self.sched.budget
+        self._prompt, self._output, _ = table.as_lists()   # fast scalar access
         self.routed = 0
         self.finished = 0
         self.iterations = 0
-        self.prefill_elsewhere = cluster.prefill_elsewhere   # disaggregated prefill
         self._run_finish_ns = _EMPTY             # finish times committed by the current advance()
         self._wake: simpy.Event | None = None
         self.process = env.process(self._run())
+
+    @property
+    def decoders(self) -> Sequence[int]:
+        """The decoding requests in running order (the engine's container, shared with the
+        scheduler)."""
+        return self.sched.decoding
+
+    @decoders.setter
+    def decoders(self, rows: Sequence[int]) -> None:
+        self.sched.decoding = rows
+
+    @property
+    def preemptions(self) -> int:
+        return self.sched.preemptions
 
     # --- arrivals and routing --------------------------------------------------------------
 
     def submit(self, rid: int) -> None:
         """Queue a request routed to this replica; wake the replica if it is idle."""
         self.table.replica[rid] = self.index
-        self.waiting.append(rid)
+        self.sched.queue(rid)
         self.routed += 1
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
@@ -90,11 +94,12 @@ class ReplicaBase:
 
     def _run(self) -> Iterator[simpy.Event]:
         env = self.env
+        sched = self.sched
         while True:
             self.cluster.dispatch_until(env.now)
             self._run_finish_ns = _EMPTY
             self.admit()
-            if not self.prefilling and len(self.decoders) == 0:
+            if not sched.prefilling and len(sched.decoding) == 0:
                 self._wake = env.event()
                 yield self._wake
                 self._wake = None
@@ -106,81 +111,29 @@ class ReplicaBase:
         """Plan and commit iterations from now; return the end time (ns) of the last one."""
         raise NotImplementedError
 
-    # --- shared steps --------------------------------------------------------------------------
-
-    def admit(self, t_ns: int | None = None) -> None:
-        """FCFS admission under max_batch_requests and KV capacity (reserve prompt + output) at
-        the iteration boundary t (default: now). With prefill elsewhere (disaggregated), an
-        admitted request arrives with its prompt's KV and first token and decodes at once."""
-        while self._admit_pass(t_ns):        # disaggregated: finishes on admission free room
-            pass
-
-    def _admit_pass(self, t_ns: int | None) -> bool:
-        """One pass of admission; True when requests with prefill elsewhere were admitted."""
-        elsewhere: list[int] = []
-        while self.waiting:
-            rid = self.waiting[0]
-            if len(self.prefilling) + len(self.decoders) + len(elsewhere) >= self.max_requests:
-                break
-            if not self.kv_admit(rid):
-                break
-            self.waiting.popleft()
-            if self.prefill_elsewhere:
-                elsewhere.append(rid)
-                continue
-            target = self._prompt[rid] + self.recompute.pop(rid, 0)
-            self.prefilling.append(rid)
-            self._prefilled[rid] = 0
-            self._target[rid] = target
-            self._pending += target
-        if elsewhere:
-            t = int(self.env.now) if t_ns is None else t_ns
-            for rid in elsewhere:
-                self.table.prefilled[rid] = self._prompt[rid]
-            joiners = self.stamp_prefill(elsewhere, t)
-            if joiners:
-                self.join_decoding(joiners)
-        return bool(elsewhere)
-
-    def kv_admit(self, rid: int) -> bool:
-        """Reserve the KV request `rid` needs for its whole life (prompt + output) if it fits."""
-        need = self._need[rid]
-        if self.kv_used + need > self.kv_capacity:
-            return False
-        self.kv_used += need
-        return True
-
     def join_decoding(self, rids: list[int]) -> None:  # pragma: no cover
         """Requests (first token emitted) that decode from the next iteration on."""
         raise NotImplementedError
 
-    def head_fits_after(self, freed_requests: int, freed_kv: int) -> bool:
-        """Would the head of the queue be admitted once these resources are freed?"""
-        if not self.waiting:
-            return False
-        running = len(self.prefilling) + len(self.decoders) - freed_requests
-        return running < self.max_requests and \
-            self.kv_used - freed_kv + self._need[self.waiting[0]] <= self.kv_capacity
+    def admit(self, t_ns: int | None = None) -> None:
+        """The scheduler's admission at the iteration boundary t (default: now)."""
+        sched = self.sched
+        drafts = self.policy.scheduled_drafts(self.gamma) if sched.pool.on_demand else 0
+        sched.admit(int(self.env.now) if t_ns is None else t_ns, drafts)
 
-    def pending_prefill(self) -> int:
-        """Prompt tokens admitted requests still have to prefill."""
-        return self._pending
+    def _finished(self, rids, t_ns) -> None:
+        """The scheduler released requests `rids` at t (scalar or per request): routing counts,
+        and in a closed loop their users send their next requests."""
+        count = len(rids)
+        self.finished += count
+        if self.cluster.tracks_outstanding:
+            self._run_finish_ns = np.concatenate([self._run_finish_ns, np.broadcast_to(t_ns, count)])
+        if self.cluster.closed_think_ns is not None:
+            self.cluster.finished(self, rids, t_ns)
 
-    def allocate_prefill(self, tokens: int) -> tuple[list[tuple[int, int]], int]:
-        """FCFS prefill chunks within `tokens`; also the KV context they attend (already prefilled)."""
-        target, prefilled = self._target, self._prefilled
-        chunks, context = [], 0
-        for rid in self.prefilling:
-            if tokens <= 0:
-                break
-            done = prefilled[rid]
-            take = min(target[rid] - done, tokens)
-            chunks.append((rid, take))
-            context += done
-            tokens -= take
-        return chunks, context
+    # --- policy inputs -------------------------------------------------------------------------
 
-    def columns(self, rows: np.ndarray, active: np.ndarray, base: np.ndarray, cap: np.ndarray,
+    def policy_inputs(self, rows: np.ndarray, active: np.ndarray, base: np.ndarray, cap: np.ndarray,
                 steps: np.ndarray | None, accepted: np.ndarray | None) -> PolicyInputs:
         """Policy inputs for C iterations over `rows`; steps/accepted are (R, C)."""
         sampler = self.sampler
@@ -198,54 +151,5 @@ class ReplicaBase:
         return PolicyInputs(surv=surv, active=active, base=base, cap=cap, mean_surv=mean,
                        accepted=None if accepted is None else accepted.T)
 
-    # --- commit --------------------------------------------------------------------------------
-
-    def finish(self, rids: np.ndarray, t_ns) -> None:
-        """Record finishes (eagerly, at planning time) and free their KV reservations."""
-        if len(rids) == 0:
-            return
-        self.table.finish_ns[rids] = t_ns
-        self.release(rids, int(self.table.kv_need[rids].sum()), t_ns)
-
-    def release(self, rids, kv: int, t_ns) -> None:
-        """Free the slots and KV of requests `rids` finishing at t (scalar or per request); in a
-        closed loop their users send their next requests."""
-        count = len(rids)
-        self.kv_used -= kv
-        self.finished += count
-        if self.cluster.tracks_outstanding:
-            self._run_finish_ns = np.concatenate([self._run_finish_ns, np.broadcast_to(t_ns, count)])
-        if self.cluster.closed_think_ns is not None:
-            self.cluster.finished(self, rids, t_ns)
-
     def flush(self) -> None:
         """Write any state the engine keeps locally into the request table."""
-
-    def apply_prefill(self, chunks: list[tuple[int, int]]) -> list[int]:
-        """Add the chunks to the KV cache; return the requests whose prefill they complete
-        (no longer prefilling; `stamp_prefill` records their first token)."""
-        prompt, prefilled, target = self._prompt, self._prefilled, self._target
-        completed = []
-        for rid, take in chunks:
-            prefilled[rid] += take
-            self._pending -= take
-            if prefilled[rid] == target[rid]:
-                completed.append(rid)
-        for rid in completed:
-            self.prefilling.remove(rid)
-            del prefilled[rid], target[rid]
-            self.table.prefilled[rid] = prompt[rid]
-        return completed
-
-    def stamp_prefill(self, completed: list[int], t_ns: int) -> list[int]:
-        """First tokens at the end of the iteration that completed the prefill; requests owing
-        one token finish there. Returns those that decode from the next iteration."""
-        t = self.table
-        joiners, done = [], []
-        for rid in completed:
-            t.first_token_ns[rid] = t_ns
-            t.generated[rid] = 1
-            (done if t.output[rid] == 1 else joiners).append(rid)
-        if done:
-            self.finish(np.asarray(done, dtype=np.int64), np.int64(t_ns))
-        return joiners

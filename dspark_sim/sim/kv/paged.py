@@ -4,9 +4,14 @@ A request holds ceil(slots / block_size) blocks, where slots is the most KV posi
 needed so far (computed tokens + the tokens scheduled this step, drafts included: vLLM
 allocates for every scheduled draft before it knows how many survive, and does not give
 blocks back when drafts are rejected). Blocks return to the pool when the request finishes
-or is preempted. Prefix caching and the watermark (vLLM's default 0) are not modelled.
+or is preempted. Admission only checks that the request's whole input fits the free blocks
+(vLLM's `scheduler_reserve_full_isl`); its first chunk allocates. Prefix caching and the
+watermark (vLLM's default 0) are not modelled.
 """
 from __future__ import annotations
+
+from ..core.units import UNLIMITED
+from .pool import KVPool
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -14,18 +19,46 @@ def blocks_for(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
-class BlockManager:
+class PagedPool(KVPool):
     """Free-block pool of one replica and the blocks each request holds."""
 
-    def __init__(self, capacity_tokens: int, block_size: int) -> None:
+    on_demand = True
+
+    def __init__(self, capacity_tokens: int | None, block_size: int) -> None:
         self.block_size = block_size
-        self.num_blocks = capacity_tokens // block_size
-        self.free = self.num_blocks
+        self.num_blocks = (capacity_tokens or UNLIMITED) // block_size
+        self.free_blocks = self.num_blocks
         self.held: dict[int, int] = {}
+
+    # --- the pool interface ------------------------------------------------------------------
+
+    def admit(self, rid: int, input_tokens: int) -> int | None:
+        return 0 if self.can_allocate(input_tokens) else None
+
+    def grow(self, rid: int, slots: int) -> bool:
+        if not self.may_append(rid, slots):
+            return False
+        self.allocate(rid, slots)
+        return True
+
+    def holds(self, rid: int) -> bool:
+        return bool(self.held.get(rid))
+
+    def free(self, rids) -> None:
+        for rid in list(rids):
+            self.deallocate(int(rid))
+
+    def freed_by(self, rids) -> int:
+        return sum(self.held.get(int(rid), 0) for rid in rids)
+
+    def fits_after(self, rid: int, input_tokens: int, freed: int) -> bool:
+        return blocks_for(input_tokens, self.block_size) <= self.free_blocks + freed
+
+    # --- blocks (nano-vllm's verbs) -------------------------------------------------------------
 
     def can_allocate(self, tokens: int) -> bool:
         """Would a new sequence of `tokens` KV positions fit in the free blocks now?"""
-        return blocks_for(tokens, self.block_size) <= self.free
+        return blocks_for(tokens, self.block_size) <= self.free_blocks
 
     def needed(self, rid: int, slots: int) -> int:
         """Blocks request `rid` must add to hold `slots` KV positions."""
@@ -33,20 +66,21 @@ class BlockManager:
 
     def may_append(self, rid: int, slots: int) -> bool:
         """Can request `rid` grow to `slots` KV positions without preempting anyone?"""
-        return self.needed(rid, slots) <= self.free
+        return self.needed(rid, slots) <= self.free_blocks
 
     def allocate(self, rid: int, slots: int) -> None:
         """Grow request `rid` to hold `slots` KV positions (call `may_append` first)."""
         extra = self.needed(rid, slots)
-        if extra > self.free:
-            raise RuntimeError(f"KV pool exhausted: request {rid} needs {extra} blocks, {self.free} free")
-        self.free -= extra
+        if extra > self.free_blocks:
+            raise RuntimeError(f"KV pool exhausted: request {rid} needs {extra} blocks, "
+                               f"{self.free_blocks} free")
+        self.free_blocks -= extra
         self.held[rid] = self.held.get(rid, 0) + extra
 
     def deallocate(self, rid: int) -> None:
         """Return every block of request `rid` to the pool."""
-        self.free += self.held.pop(rid, 0)
+        self.free_blocks += self.held.pop(rid, 0)
 
     @property
     def used(self) -> int:
-        return self.num_blocks - self.free
+        return self.num_blocks - self.free_blocks

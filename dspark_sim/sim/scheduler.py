@@ -1,0 +1,266 @@
+"""One replica's scheduler: queue order, admission, the chunked-prefill budget, preemption and its
+victim. Every engine (engines/) and serve/'s real replica ask it; none restates its rules.
+
+- The queue is FCFS; a preempted request goes back to its front.
+- Admission at an iteration boundary, in queue order, while fewer than `max_requests` requests
+  run (prefilling or decoding) and the KV pool admits the head (kv/: reservation of prompt +
+  output, or vLLM's check that the whole input fits the free blocks). With prefill elsewhere
+  (disaggregated) an admitted request arrives with its prompt's KV and first token and decodes
+  at once; one owing a single token finishes there and frees its seat for the next pass.
+- The token budget of an iteration holds the decode tokens first; prefill chunks take what they
+  leave (`prefill_room`, core/rules.py), FCFS over the prefilling requests.
+- With a pool that grows on demand (paged KV): at each boundary the decoding requests, in running
+  order, grow to prompt + generated + their scheduled drafts, and each prefill chunk grows its
+  request; when the pool is short the victim is the most recently admitted running request that
+  holds blocks (vLLM's `running[-1]`: the last prefilling one holding blocks, else the last
+  decoding one), preempted by recompute (blocks freed, back to the front of the queue; on
+  re-admission it prefills its prompt and the tokens it had generated, then emits one token).
+  Nothing is admitted at a boundary that preempted.
+
+The scheduler writes each request's phase (core/requests.py) as it moves. It knows the engine's
+decoding requests only through `decoding` (running order; an engine sets it, and it is a list
+where the pool can preempt) and the engine's `join` callback; finishes are reported to
+`on_finish` (the replica's bookkeeping: routing counts, a closed loop's next requests).
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .core.requests import DECODING, DONE, PREEMPTED, PREFILLING, RequestTable
+from .core.rules import prefill_room
+from .kv.pool import KVPool
+
+
+class Scheduler:
+    """Queue, admission, prefill chunks and preemption of one replica."""
+
+    def __init__(self, table: RequestTable, pool: KVPool, *, max_requests: int, budget: int,
+                 prefill_elsewhere: bool, join: Callable[[list[int]], None],
+                 on_finish: Callable[[object, object], None]) -> None:
+        self.table = table
+        self.pool = pool
+        self.budget = budget                          # tokens per iteration
+        self.max_requests = min(max_requests, budget)  # each running request needs >= 1 token
+        self.prefill_elsewhere = prefill_elsewhere
+        self._join = join
+        self._on_finish = on_finish
+        self._prompt, self._output, _ = table.as_lists()   # fast scalar access
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []
+        self.prefilled: dict[int, int] = {}      # prompt tokens in the KV cache, while prefilling
+        self.target: dict[int, int] = {}         # tokens each prefilling request must prefill
+        self.recompute: dict[int, int] = {}      # preempted requests: output tokens to prefill again
+        self.pending = 0                         # prompt tokens the prefilling requests still need
+        self.decoding: Sequence[int] = []        # the engine's decoding requests, running order
+        self.preemptions = 0
+        self._preempted_now = False
+
+    # --- the queue and admission -----------------------------------------------------------------
+
+    def queue(self, rid: int) -> None:
+        """A request routed to this replica waits at the back of the queue."""
+        self.waiting.append(rid)
+
+    @property
+    def running(self) -> int:
+        """Requests holding a seat (prefilling or decoding)."""
+        return len(self.prefilling) + len(self.decoding)
+
+    def input_tokens(self, rid: int) -> int:
+        """Tokens request `rid` must prefill when admitted: its prompt, and after a preemption the
+        output tokens it had generated."""
+        return self._prompt[rid] + self.recompute.get(rid, 0)
+
+    def admit(self, t_ns: int, scheduled_drafts: int = 0) -> None:
+        """Admission at the iteration boundary t (the coming iteration schedules
+        `scheduled_drafts` drafts per decoding request: what an on-demand pool grows them by)."""
+        if self.pool.on_demand:
+            self._preempted_now = False
+            self._grow_decoding(scheduled_drafts)
+            if self._preempted_now:
+                return
+        while self._admit_pass(t_ns):        # disaggregated: finishes on admission free room
+            pass
+
+    def _admit_pass(self, t_ns: int) -> bool:
+        """One pass of admission; True when requests with prefill elsewhere were admitted."""
+        elsewhere: list[int] = []
+        phase = self.table.phase
+        while self.waiting:
+            rid = self.waiting[0]
+            if self.running + len(elsewhere) >= self.max_requests:
+                break
+            target = self.input_tokens(rid)
+            cached = self.pool.admit(rid, target)
+            if cached is None:
+                break
+            self.waiting.popleft()
+            if self.prefill_elsewhere:
+                elsewhere.append(rid)
+                continue
+            self.recompute.pop(rid, None)
+            phase[rid] = PREFILLING
+            self.prefilling.append(rid)
+            self.prefilled[rid] = cached
+            self.target[rid] = target
+            self.pending += target - cached
+        if elsewhere:
+            for rid in elsewhere:
+                self.table.prefilled[rid] = self._prompt[rid]
+            joiners = self.stamp_prefill(elsewhere, t_ns)
+            if joiners:
+                self._join(joiners)
+        return bool(elsewhere)
+
+    def head_fits_after(self, freed_requests: int, freed_kv: int) -> bool:
+        """Would the head of the queue be admitted once `freed_requests` seats and `freed_kv`
+        (the pool's `freed_by`) were freed?"""
+        if not self.waiting:
+            return False
+        head = self.waiting[0]
+        return self.running - freed_requests < self.max_requests and \
+            self.pool.fits_after(head, self.input_tokens(head), freed_kv)
+
+    # --- prefill ---------------------------------------------------------------------------------
+
+    def prefill_room(self, decode_tokens: int) -> int:
+        """Prefill tokens an iteration may take besides `decode_tokens` decode tokens."""
+        return prefill_room(self.pending, self.budget, decode_tokens)
+
+    def plan_prefill(self, tokens: int) -> tuple[list[tuple[int, int]], int]:
+        """FCFS prefill chunks within `tokens` (nothing changes); also the KV context they attend
+        (the tokens already prefilled)."""
+        target, prefilled = self.target, self.prefilled
+        chunks, context = [], 0
+        for rid in self.prefilling:
+            if tokens <= 0:
+                break
+            done = prefilled[rid]
+            take = min(target[rid] - done, tokens)
+            chunks.append((rid, take))
+            context += done
+            tokens -= take
+        return chunks, context
+
+    def take_prefill(self, tokens: int) -> tuple[list[tuple[int, int]], int]:
+        """This iteration's prefill chunks within `tokens` and the KV context they attend; with an
+        on-demand pool each chunk first grows its request (preempting later prefills if short; a
+        chunk that still does not fit waits, and the chunks after it too)."""
+        chunks, context = self.plan_prefill(tokens)
+        if not self.pool.on_demand:
+            return chunks, context
+        kept, context = [], 0
+        for rid, take in chunks:
+            if rid not in self.target:           # preempted for an earlier chunk
+                continue
+            done = self.prefilled[rid]
+            if not self.make_room(rid, done + take):
+                break
+            kept.append((rid, take))
+            context += done
+        return kept, context
+
+    def apply_prefill(self, chunks: list[tuple[int, int]]) -> list[int]:
+        """Add the chunks to the KV cache; return the requests whose prefill they complete
+        (no longer prefilling; `stamp_prefill` records their token)."""
+        prompt, prefilled, target = self._prompt, self.prefilled, self.target
+        completed = []
+        for rid, take in chunks:
+            prefilled[rid] += take
+            self.pending -= take
+            if prefilled[rid] == target[rid]:
+                completed.append(rid)
+        for rid in completed:
+            self.prefilling.remove(rid)
+            del prefilled[rid], target[rid]
+            self.table.prefilled[rid] = prompt[rid]
+        return completed
+
+    def stamp_prefill(self, completed: list[int], t_ns: int) -> list[int]:
+        """Tokens at the end of the iteration that completed the prefill: a new request's first
+        token, a recomputed one's next token (its first-token time kept). Requests with nothing
+        more to emit finish there; returns those that decode from the next iteration."""
+        t = self.table
+        joiners, done = [], []
+        for rid in completed:
+            if t.generated[rid] == 0:
+                t.first_token_ns[rid] = t_ns
+                t.generated[rid] = 1
+            else:
+                t.generated[rid] += 1
+            (done if t.generated[rid] == t.output[rid] else joiners).append(rid)
+        if joiners:
+            t.phase[joiners] = DECODING
+        if done:
+            self.finish(np.asarray(done, dtype=np.int64), np.int64(t_ns))
+        return joiners
+
+    # --- finishing -------------------------------------------------------------------------------
+
+    def finish(self, rids: np.ndarray, t_ns) -> None:
+        """Requests `rids` emitted their last token at t (recorded now, at planning time)."""
+        if len(rids) == 0:
+            return
+        self.table.finish_ns[rids] = t_ns
+        self.release(rids, t_ns)
+
+    def release(self, rids, t_ns) -> None:
+        """Requests `rids` are done at t (scalar or one per request): their KV returns to the
+        pool; the replica hears of it."""
+        self.table.phase[rids] = DONE
+        self.pool.free(rids)
+        self._on_finish(rids, t_ns)
+
+    # --- preemption (a pool that grows on demand) --------------------------------------------
+
+    def _grow_decoding(self, drafts: int) -> None:
+        """Grow each decoding request, in running order, for the coming iteration: prompt +
+        generated + `drafts` scheduled drafts."""
+        t, prompt = self.table, self._prompt
+        k = 0
+        while k < len(self.decoding):
+            rid = self.decoding[k]
+            if self.make_room(rid, prompt[rid] + int(t.generated[rid]) + drafts):
+                k += 1
+            else:
+                break          # rid itself was preempted, and everyone after it before
+
+    def make_room(self, rid: int, slots: int) -> bool:
+        """Grow `rid` to `slots` KV positions, preempting the victim while the pool is short;
+        False when `rid` itself had to go, or when `rid` holds no KV yet (its first chunk: in vLLM
+        still a waiting request, which never preempts)."""
+        pool = self.pool
+        while not pool.grow(rid, slots):
+            if not pool.holds(rid):
+                return False
+            victim = self.victim()
+            self.preempt(victim)
+            if victim == rid:
+                return False
+        return True
+
+    def victim(self) -> int:
+        """The most recently admitted running request holding KV (vLLM's `running[-1]`: admitted
+        requests that have not had a chunk yet are still waiting in vLLM's terms)."""
+        for rid in reversed(self.prefilling):
+            if self.pool.holds(rid):
+                return rid
+        return self.decoding[-1]
+
+    def preempt(self, rid: int) -> None:
+        """Free `rid`'s KV and queue it first; it will recompute prompt + generated."""
+        if rid in self.target:
+            self.prefilling.remove(rid)
+            self.pending -= self.target.pop(rid) - self.prefilled.pop(rid)
+        else:
+            self.decoding.remove(rid)            # an on-demand pool runs with a list of rows
+        self.recompute[rid] = int(self.table.generated[rid])
+        self.pool.free([rid])
+        self.waiting.appendleft(rid)
+        self.table.phase[rid] = PREEMPTED
+        self.table.preemptions[rid] += 1
+        self.preemptions += 1
+        self._preempted_now = True
