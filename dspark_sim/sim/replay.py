@@ -15,7 +15,8 @@ from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
 from ..traces.schema import Trace, load_trace
-from .cluster.run import ROUTER_ALIASES, SimOutcome, simulate
+from .cluster.router import ROUTER_ALIASES
+from .cluster.run import SimOutcome, simulate
 from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 from .cluster.load import ClosedLoop
 from .output.metrics import requests_csv, requests_frame, summarise

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..sim.cluster.run import PREFILL_MODES, ROUTER_ALIASES
+from ..sim.cluster.router import ROUTER_ALIASES
+from ..sim.cluster.run import PREFILL_MODES
 from ..sim.defaults import DEFAULT_HW
 from .cache import PointCache
 from .executors import run_points

@@ -16,7 +16,8 @@ from ..errors import InputError
 from ..fileio import atomic_path, write_json_atomic, write_text_atomic
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
-from ..sim.cluster.run import PREFILL_MODES, ROUTER_ALIASES
+from ..sim.cluster.router import ROUTER_ALIASES
+from ..sim.cluster.run import PREFILL_MODES
 from ..sim.defaults import DEFAULT_HW
 from ..sim.kv.semantics import KV_SEMANTICS
 from ..sim.speculation.registry import make_policy

@@ -8,8 +8,7 @@ import pytest
 from simkit import assert_same_outcome
 
 from dspark_sim.profiles.registry import load_acceptance_profile, load_hw_profile
-from dspark_sim.sim.cluster import run as cluster
-from dspark_sim.sim.engines import loop, native, stretch
+from dspark_sim.sim.engines import capability, loop, native, stretch
 from dspark_sim.sim.cluster.run import simulate
 from dspark_sim.sim.replay import default_acceptance
 from dspark_sim.traces import load_trace
@@ -30,7 +29,7 @@ def test_builds_in_use_where_required():
     if not REQUIRED:
         pytest.skip("DSPARK_SIM_REQUIRE_NATIVE is not set")
     assert native.status() == {"_loop_native": True, "_stretch_kernel_native": True}
-    assert cluster.LoopReplica is not loop.LoopReplica
+    assert capability.LoopReplica is not loop.LoopReplica
 
 
 def random_stretch(rng):
@@ -80,7 +79,7 @@ def test_native_engine_equals_python_on_a_shipped_trace(policy, monkeypatch):
     name = default_acceptance(policy)
     acc = load_acceptance_profile(name) if name else None
     fast = simulate(trace, policy, hw, acc, replicas=2)
-    monkeypatch.setattr(cluster, "LoopReplica", loop.LoopReplica)
+    monkeypatch.setattr(capability, "LoopReplica", loop.LoopReplica)
     monkeypatch.setattr(loop, "steady_stretch", stretch.steady_stretch_py)
     slow = simulate(trace, policy, hw, acc, replicas=2)
     assert_same_outcome(fast, slow, policy, fields=("replica", "first_token_ns", "finish_ns",

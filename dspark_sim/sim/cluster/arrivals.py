@@ -19,7 +19,7 @@ from .load import ClosedLoop
 from ..core.requests import RequestTable
 
 if TYPE_CHECKING:
-    from .run import Router
+    from .router import Router
     from ..engines.replica import ReplicaBase
 
 

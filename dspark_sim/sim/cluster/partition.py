@@ -22,8 +22,8 @@ from ...profiles.hardware import HardwareProfile
 from ...traces.schema import Trace
 from ..acceptance.sampler import AcceptanceSampler
 from ..kv.semantics import check_kv_fits
-from .run import (ROUTER_ALIASES, Cluster, PartContext, SimOutcome,
-                      check_options, typical_context)
+from .router import ROUTER_ALIASES
+from .run import Cluster, PartContext, SimOutcome, check_options, typical_context
 from ..engines.block import MAX_RUN
 from .load import ClosedLoop
 from ..speculation.registry import make_policy

@@ -17,52 +17,24 @@ from ..acceptance.sampler import AcceptanceSampler
 from .arrivals import ClosedArrivals, OpenArrivals
 from ..core.units import NS
 from ..cost.iteration import IterationCost
-from ..engines.block import MAX_RUN, FastReplica
 from .load import ClosedLoop
-from ..engines import loop
-from ..engines.native import compiled
 from ..speculation.registry import make_policy
-from ..engines.reference import ReferenceReplica
+from ..engines.block import MAX_RUN
+from ..engines.capability import ENGINES, Needs, engine_class
 from ..engines.replica import ReplicaBase
+from .router import ROUTER_ALIASES, Router
 from ..core.requests import RequestTable
 from ..kv.semantics import KV_SEMANTICS, check_kv_fits, make_pool
 
-# the per-iteration engine: its compiled build when that is in use (native.py), same results
-LoopReplica = (compiled("_loop_native") or loop).LoopReplica
 
-ROUTERS = ("round-robin", "least-outstanding")
-ROUTER_ALIASES = {"rr": "round-robin", "round-robin": "round-robin",
-                  "lo": "least-outstanding", "least-outstanding": "least-outstanding"}
-ENGINES = ("fast", "block", "loop", "reference")
 PREFILL_MODES = ("local", "disaggregated")
 PROGRESS_EVERY_S = 600.0      # simulated seconds between progress reports
 
 
-class Router:
-    """Chooses a replica for each arrival: round-robin, or the fewest outstanding requests
-    (routed and not finished; ties go to the lowest index)."""
-
-    def __init__(self, kind: str, replicas: list[ReplicaBase]) -> None:
-        self.kind = kind
-        self.replicas = replicas
-
-    def route(self, rid: int, t_ns: int) -> ReplicaBase:
-        if self.kind == "round-robin":
-            return self.replicas[rid % len(self.replicas)]
-        loads = [rep.outstanding_at(t_ns) for rep in self.replicas]
-        return self.replicas[int(np.argmin(loads))]
-
-    def candidate_after(self, rid: int, replica: ReplicaBase) -> int | None:
-        """First request index >= rid that may be routed to `replica` (None: none left)."""
-        n = len(self.replicas)
-        if self.kind == "round-robin" and n > 1:
-            rid += (replica.index - rid) % n
-        return rid
-
-
 class Cluster:
     """Owns the environment and the arrival source; replicas ask it for arrivals (`dispatch_until`,
-    `next_arrival_ns`) and tell it of finishes (`finished`, which drives a closed loop)."""
+    `next_arrival_ns`) and tell it of finishes (`finished`, which drives a closed loop): it is
+    their `ArrivalFeed` (engines/replica.py)."""
 
     def __init__(self, table: RequestTable, replicas: int, router: str, hw: HardwareProfile,
                  policy_name: str, acceptance: AcceptanceProfile | None, seed: int,
@@ -77,38 +49,28 @@ class Cluster:
         self.prefill_elsewhere = prefill == "disaggregated"
         self.table = table
         self.tracks_outstanding = router == "least-outstanding" and replicas > 1 and closed_loop is None
+        self.replica_count = replicas
         gamma = acceptance.gamma if acceptance is not None else 1
 
         def new_policy():      # one per replica: a policy may keep per-replica state
             return make_policy(policy_name, gamma, schedule=schedule, hw=hw)
-        probe = new_policy()
+        traits = new_policy()      # what the policy is (its instances run the replicas)
         sampler = None
-        if probe.speculative:
+        if traits.speculative:
             sampler = part.sampler if part is not None else \
                 AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
         # the scheduler's cost view: drafting as the policy drafts, and attention over the
         # trace's typical KV length of a decoding request (prompt + half the output)
-        cost = IterationCost(hw, acceptance.drafter_kind if probe.speculative and acceptance else None,
-                             scheduler_drafts=probe.drafts if probe.drafts is not None else gamma,
+        cost = IterationCost(hw, acceptance.drafter_kind if traits.speculative and acceptance else None,
+                             scheduler_drafts=traits.drafts if traits.drafts is not None else gamma,
                              scheduler_context=part.typical_context if part is not None
                              else typical_context(table))
-        planned = probe.plan(np.zeros((1, gamma)), 1, cost) is not None and \
-            (sampler is None or sampler.static_confidence or not probe.needs_confidence)
-        loopable = planned or probe.needs_accepted        # oracle needs only the accepted runs
-        if engine == "loop" and not loopable and replica_cls is None and not probe.stateful:
-            raise InputError(f"engine 'loop' needs a policy decided per batch composition; "
-                             f"{policy_name} with this profile is not", field="engine")
-        if sampler is not None and sampler.caps_drafts and replica_cls is None \
-                and engine in ("block", "loop"):
-            # steps that drafted fewer than gamma (formats.md `drafted`) need a per-iteration engine
-            raise InputError(f"the acceptance profile caps some steps' drafts (`drafted`); engine "
-                             f"{engine!r} does not model that, use 'reference' or 'fast'", field="engine")
-        cls = replica_cls or per_iteration_engine(engine, kv_semantics, probe.stateful, policy_name,
-                                                  self.prefill_elsewhere) or \
-            (ReferenceReplica if sampler is not None and sampler.caps_drafts else None) or \
-            {"block": FastReplica, "loop": LoopReplica, "reference": ReferenceReplica}.get(engine)
-        if cls is None:     # "fast": per-iteration python loop where it applies, else blocks
-            cls = LoopReplica if loopable else FastReplica
+        static = sampler is None or sampler.static_confidence
+        cls = replica_cls or engine_class(engine, Needs(
+            policy_name, kv_semantics, stateful=traits.stateful,
+            capped_drafts=sampler is not None and sampler.caps_drafts,
+            planned=traits.plans_apply(cost, gamma, static), needs_accepted=traits.needs_accepted,
+            disaggregated=self.prefill_elsewhere))
         self.replicas: list[ReplicaBase] = [
             cls(i, self.env, self, table, hw, cost, new_policy(), sampler,
                 pool=make_pool(kv_semantics, table, hw)) for i in range(replicas)]
@@ -166,23 +128,6 @@ class PartContext:
 
     sampler: AcceptanceSampler | None
     typical_context: float
-
-
-def per_iteration_engine(engine: str, kv_semantics: str, stateful: bool, policy_name: str,
-                         disaggregated: bool):
-    """The engine class paged KV or a stateful policy requires (None: no requirement). They run
-    only one iteration at a time: `fast` picks that engine, `loop` and `block` are refused."""
-    if kv_semantics == "reserve" and not stateful:
-        return None
-    why = "--kv-semantics blocks" if kv_semantics == "blocks" else f"policy {policy_name}"
-    if engine in ("loop", "block"):
-        raise InputError(f"{why} runs on the per-iteration engine only; use --engine fast or "
-                         f"reference", field="engine")
-    if kv_semantics == "reserve":
-        return ReferenceReplica
-    if disaggregated:
-        raise InputError("--kv-semantics blocks does not model disaggregated prefill", field="prefill")
-    return ReferenceReplica
 
 
 @dataclass

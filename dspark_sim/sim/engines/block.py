@@ -33,7 +33,7 @@ ONE, VPLUS, KV, OWED, STEPS, VER, RID = range(7)
 _FIELDS = 7
 
 
-class FastReplica(ReplicaBase):
+class BlockReplica(ReplicaBase):
     """Runs as many iterations per call as the batch composition allows."""
 
     def __init__(self, *args, **kwargs) -> None:
@@ -49,8 +49,8 @@ class FastReplica(ReplicaBase):
         self._mean_ns = 0.0              # mean iteration length of the last block
         self._m_guess = MAX_RUN
         # Plans serve when the decision depends only on who is in the batch.
-        self._planned = (sampler is None or sampler.static_confidence or not p.needs_confidence) \
-            and not p.lag and p.plan(np.zeros((1, self.gamma)), 1, self.cost) is not None
+        self._planned = not p.lag and \
+            p.plans_apply(self.cost, self.gamma, sampler is None or sampler.static_confidence)
         self._draft_ns = self.cost.fixed_drafts(p.drafts) if p.drafts is not None else None
 
     # --- verify lengths --------------------------------------------------------------------
@@ -118,7 +118,7 @@ class FastReplica(ReplicaBase):
         owed = state[OWED]
         # Block length: enough columns to reach the first event that could end the block.
         dependent = not self.policy.independent
-        t_arr = None if sched.waiting else self.cluster.next_arrival_ns(self)
+        t_arr = None if sched.waiting else self.feed.next_arrival_ns(self)
         if prefill0 < pending or r1 == 0:
             m = 1
         else:
@@ -276,7 +276,7 @@ class FastReplica(ReplicaBase):
         end = m - 1 if last_fin >= m else last_fin
         if t_arr is not None and m > 1:
             end = min(end, int(np.searchsorted(times, t_arr, side="left")))
-        think = self.cluster.closed_think_ns
+        think = self.feed.closed_think_ns
         if think is not None and not self.sched.waiting:
             # a closed loop: the first finish sends its user's next request think_ns later
             first_t = int(times[0]) if done0 else None

@@ -101,7 +101,7 @@ class LoopReplica(ReplicaBase):
 
     def advance(self) -> int:
         now = int(self.env.now)
-        t_arr = self.cluster.next_arrival_ns(self)
+        t_arr = self.feed.next_arrival_ns(self)
         if t_arr is None:
             t_arr = 1 << 62
         rid, seq, tok, first, owed = self._rid, self._seq, self._tok, self._first, self._owed
@@ -113,8 +113,8 @@ class LoopReplica(ReplicaBase):
         kv_sum = self._kv_sum
         lag, oracle, budget = self.policy.lag, self._oracle, self.budget
         total = self._sum_lengths
-        closed = self.cluster.closed_think_ns is not None
-        inline = not closed and len(self.cluster.replicas) == 1
+        closed = self.feed.closed_think_ns is not None
+        inline = not closed and self.feed.replica_count == 1
         steady = not (oracle or lag or self.prefill_elsewhere)    # and, each time, not prefilling
         while True:
             r = len(rid)
@@ -189,7 +189,7 @@ class LoopReplica(ReplicaBase):
                         self._join(joiners, it)
                 kv_sum, total = self._kv_sum, self._sum_lengths
                 if closed:          # a closed loop's finishes send the users' next requests
-                    t_next = self.cluster.next_arrival_ns(self)
+                    t_next = self.feed.next_arrival_ns(self)
                     if t_next is not None and t_next < t_arr:
                         t_arr = t_next
             now = end
@@ -198,8 +198,8 @@ class LoopReplica(ReplicaBase):
                     break
                 # the only replica of an open loop takes the arrivals itself rather than hand
                 # back to SimPy: the same queue, in the same order, at the same boundary
-                self.cluster.dispatch_until(now)
-                t_arr = self.cluster.next_arrival_ns(self)
+                self.feed.dispatch_until(now)
+                t_arr = self.feed.next_arrival_ns(self)
                 if t_arr is None:
                     t_arr = 1 << 62
             if waiting:
@@ -208,7 +208,7 @@ class LoopReplica(ReplicaBase):
                     self.admit(now)
                     kv_sum, total = self._kv_sum, self._sum_lengths
                     if closed:          # a request owing one token finishes on admission
-                        t_next = self.cluster.next_arrival_ns(self)
+                        t_next = self.feed.next_arrival_ns(self)
                         if t_next is not None and t_next < t_arr:
                             t_arr = t_next
                 else:

@@ -11,7 +11,7 @@ drafts per iteration, never more than it still owes (core/rules.py).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Iterator, Protocol, Sequence
 
 import numpy as np
 import simpy
@@ -25,29 +25,45 @@ from ..kv.pool import KVPool, ReservePool
 from ..scheduler import Scheduler
 from ..speculation.base import Policy, PolicyInputs
 
-if TYPE_CHECKING:
-    from ..cluster.run import Cluster
-
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class ArrivalFeed(Protocol):
+    """What a replica asks of the cluster it serves in (cluster/run.py's `Cluster` is one): the
+    arrivals, and whom to tell of finishes. Replicas never import the cluster."""
+
+    prefill_elsewhere: bool            # disaggregated prefill
+    tracks_outstanding: bool           # least-outstanding routing reads finish times
+    closed_think_ns: int | None        # a closed loop's think time (None: open loop)
+    replica_count: int
+
+    def dispatch_until(self, t_ns: int) -> None:
+        """Queue at their replicas every request that has arrived by t."""
+
+    def next_arrival_ns(self, replica: "ReplicaBase") -> int | None:
+        """Arrival time of the next request that could be queued at `replica`."""
+
+    def finished(self, replica: "ReplicaBase", rids, t_ns) -> None:
+        """Requests `rids` of `replica` finish at t_ns (a closed loop's users send their next)."""
 
 
 class ReplicaBase:
     """State and SimPy process of one replica; subclasses implement `advance()` and
     `join_decoding()`."""
 
-    def __init__(self, index: int, env: simpy.Environment, cluster: "Cluster", table: RequestTable,
+    def __init__(self, index: int, env: simpy.Environment, feed: ArrivalFeed, table: RequestTable,
                  hw: HardwareProfile, cost: IterationCost, policy: Policy,
                  sampler: AcceptanceSampler | None, pool: KVPool | None = None) -> None:
         """`pool`: the KV pool (default: reservation at admission, kv/pool.py)."""
         self.index = index
         self.env = env
-        self.cluster = cluster
+        self.feed = feed
         self.table = table
         self.cost = cost
         self.policy = policy
         self.sampler = sampler
         self.gamma = sampler.gamma if sampler is not None else 1
-        self.prefill_elsewhere = cluster.prefill_elsewhere   # disaggregated prefill
+        self.prefill_elsewhere = feed.prefill_elsewhere   # disaggregated prefill
         self.sched = Scheduler(table, pool if pool is not None else ReservePool(table, hw.kv_capacity_tokens),
                                max_requests=hw.max_batch_requests or UNLIMITED,
                                budget=hw.max_batch_tokens or UNLIMITED,
@@ -96,7 +112,7 @@ class ReplicaBase:
         env = self.env
         sched = self.sched
         while True:
-            self.cluster.dispatch_until(env.now)
+            self.feed.dispatch_until(env.now)
             self._run_finish_ns = _EMPTY
             self.admit()
             if not sched.prefilling and len(sched.decoding) == 0:
@@ -126,10 +142,10 @@ class ReplicaBase:
         and in a closed loop their users send their next requests."""
         count = len(rids)
         self.finished += count
-        if self.cluster.tracks_outstanding:
+        if self.feed.tracks_outstanding:
             self._run_finish_ns = np.concatenate([self._run_finish_ns, np.broadcast_to(t_ns, count)])
-        if self.cluster.closed_think_ns is not None:
-            self.cluster.finished(self, rids, t_ns)
+        if self.feed.closed_think_ns is not None:
+            self.feed.finished(self, rids, t_ns)
 
     # --- policy inputs -------------------------------------------------------------------------
 

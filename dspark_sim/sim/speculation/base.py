@@ -94,6 +94,13 @@ class Policy:
         confidences, accepted runs, lagged budgets). Must agree exactly with `verify`."""
         return None
 
+    def plans_apply(self, cost: IterationCost, gamma: int, static_confidence: bool) -> bool:
+        """Do per-composition plans give this policy's verify lengths, i.e. does its decision
+        depend only on who is in the batch? Not when it reads per-step confidences (unless the
+        acceptance profile's confidences are static, `static_confidence`)."""
+        return (static_confidence or not self.needs_confidence) and \
+            self.plan(np.zeros((1, gamma)), 1, cost) is not None
+
     def raw_budget(self, cols: PolicyInputs, cost: IterationCost) -> np.ndarray:
         """Per-iteration draft budget computed now and used `lag` iterations later."""
         return np.zeros(len(cols.base), dtype=np.int64)
