@@ -33,7 +33,7 @@ from ..decode.context import Context
 from ..decode.sampling import Sampling
 from ..decode.verify import verify
 from ..sim.speculation.base import PolicyInputs
-from ..sim.core.rules import prefill_room, tokens_emitted
+from ..sim.core.rules import tokens_emitted
 from ..sim.engines.replica import ReplicaBase
 from .drafting import DraftPool, draft_survival
 from .runner import ModelRunner, Segment
@@ -95,13 +95,13 @@ class ServingReplica(ReplicaBase):
             lengths = self._decide(rows, drafts, prefill_max)
         else:
             lengths = self._decide(rows, None, prefill_max)
-            k = self.policy.drafts if self.policy.drafts is not None else max(lengths, default=0)
+            k = self.policy.drafts_made(lengths)
             drafts = self._propose(rows, contexts, k)
         draft_s = self.wall_s["draft"] - draft_start
         verify_len = [min(l, len(d)) for l, d in zip(lengths, drafts)]
         # 3. prefill chunks take what the decode tokens leave of the budget, FCFS
         decode_tokens = len(rows) + sum(verify_len)
-        chunks, prefill_context = sched.take_prefill(prefill_room(prefill_max, self.budget, decode_tokens))
+        chunks, prefill_context = sched.take_prefill(sched.prefill_room(decode_tokens))   # <= prefill_max
         # 4. one batched forward over the decode rows and the chunks
         segments = [Segment(self._kv[rid], [ctx.anchor] + d.tokens[:l].tolist(), "all")
                     for rid, ctx, d, l in zip(rows, contexts, drafts, verify_len)]

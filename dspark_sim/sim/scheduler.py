@@ -8,7 +8,7 @@ victim. Every engine (engines/) and serve/'s real replica ask it; none restates 
   (disaggregated) an admitted request arrives with its prompt's KV and first token and decodes
   at once; one owing a single token finishes there and frees its seat for the next pass.
 - The token budget of an iteration holds the decode tokens first; prefill chunks take what they
-  leave (`prefill_room`, core/rules.py), FCFS over the prefilling requests.
+  leave (`prefill_room`), FCFS over the prefilling requests.
 - With a pool that grows on demand (paged KV): at each boundary the decoding requests, in running
   order, grow to prompt + generated + their scheduled drafts, and each prefill chunk grows its
   request; when the pool is short the victim is the most recently admitted running request that
@@ -30,7 +30,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .core.requests import DECODING, DONE, PREEMPTED, PREFILLING, RequestTable
-from .core.rules import prefill_room
 from .kv.pool import KVPool
 
 
@@ -53,10 +52,13 @@ class Scheduler:
         self.prefilled: dict[int, int] = {}      # prompt tokens in the KV cache, while prefilling
         self.target: dict[int, int] = {}         # tokens each prefilling request must prefill
         self.recompute: dict[int, int] = {}      # preempted requests: output tokens to prefill again
+        self._resumed: set[int] = set()          # re-admitted after a preemption, prefilling again
         self.pending = 0                         # prompt tokens the prefilling requests still need
         self.decoding: Sequence[int] = []        # the engine's decoding requests, running order
         self.preemptions = 0
         self._preempted_now = False
+        if not pool.on_demand:         # nothing grows: the chunks are the plan (one call less)
+            self.take_prefill = self.plan_prefill
 
     # --- the queue and admission -----------------------------------------------------------------
 
@@ -77,6 +79,8 @@ class Scheduler:
     def admit(self, t_ns: int, scheduled_drafts: int = 0) -> None:
         """Admission at the iteration boundary t (the coming iteration schedules
         `scheduled_drafts` drafts per decoding request: what an on-demand pool grows them by)."""
+        if not self.waiting and not self.pool.on_demand:
+            return
         if self.pool.on_demand:
             self._preempted_now = False
             self._grow_decoding(scheduled_drafts)
@@ -88,20 +92,24 @@ class Scheduler:
     def _admit_pass(self, t_ns: int) -> bool:
         """One pass of admission; True when requests with prefill elsewhere were admitted."""
         elsewhere: list[int] = []
-        phase = self.table.phase
-        while self.waiting:
-            rid = self.waiting[0]
-            if self.running + len(elsewhere) >= self.max_requests:
+        phase, waiting, prefilling, pool = self.table.phase, self.waiting, self.prefilling, self.pool
+        while waiting:
+            rid = waiting[0]
+            if len(prefilling) + len(self.decoding) + len(elsewhere) >= self.max_requests:
                 break
-            target = self.input_tokens(rid)
-            cached = self.pool.admit(rid, target)
+            redo = self.recompute.get(rid, 0) if self.recompute else 0
+            target = self._prompt[rid] + redo
+            cached = pool.admit(rid, target)
             if cached is None:
                 break
-            self.waiting.popleft()
+            waiting.popleft()
             if self.prefill_elsewhere:
                 elsewhere.append(rid)
                 continue
-            self.recompute.pop(rid, None)
+            if self.recompute and rid in self.recompute:
+                del self.recompute[rid]
+                if redo:             # it had emitted tokens: it resumes rather than starts
+                    self._resumed.add(rid)
             phase[rid] = PREFILLING
             self.prefilling.append(rid)
             self.prefilled[rid] = cached
@@ -127,8 +135,12 @@ class Scheduler:
     # --- prefill ---------------------------------------------------------------------------------
 
     def prefill_room(self, decode_tokens: int) -> int:
-        """Prefill tokens an iteration may take besides `decode_tokens` decode tokens."""
-        return prefill_room(self.pending, self.budget, decode_tokens)
+        """Prefill tokens an iteration may take: what `decode_tokens` decode tokens leave of the
+        token budget, at most the prompt tokens the admitted requests still need."""
+        room = self.budget - decode_tokens       # (no min/max calls: the loop engine's hot path)
+        if room <= 0:
+            return 0
+        return self.pending if self.pending < room else room
 
     def plan_prefill(self, tokens: int) -> tuple[list[tuple[int, int]], int]:
         """FCFS prefill chunks within `tokens` (nothing changes); also the KV context they attend
@@ -149,9 +161,7 @@ class Scheduler:
         """This iteration's prefill chunks within `tokens` and the KV context they attend; with an
         on-demand pool each chunk first grows its request (preempting later prefills if short; a
         chunk that still does not fit waits, and the chunks after it too)."""
-        chunks, context = self.plan_prefill(tokens)
-        if not self.pool.on_demand:
-            return chunks, context
+        chunks, _ = self.plan_prefill(tokens)
         kept, context = [], 0
         for rid, take in chunks:
             if rid not in self.target:           # preempted for an earlier chunk
@@ -183,17 +193,23 @@ class Scheduler:
         """Tokens at the end of the iteration that completed the prefill: a new request's first
         token, a recomputed one's next token (its first-token time kept). Requests with nothing
         more to emit finish there; returns those that decode from the next iteration."""
-        t = self.table
+        t, output, resumed = self.table, self._output, self._resumed
+        phase, first_token, generated = t.phase, t.first_token_ns, t.generated
         joiners, done = [], []
         for rid in completed:
-            if t.generated[rid] == 0:
-                t.first_token_ns[rid] = t_ns
-                t.generated[rid] = 1
+            if rid in resumed:
+                resumed.discard(rid)
+                left = output[rid] - int(generated[rid]) - 1
+                generated[rid] += 1
             else:
-                t.generated[rid] += 1
-            (done if t.generated[rid] == t.output[rid] else joiners).append(rid)
-        if joiners:
-            t.phase[joiners] = DECODING
+                first_token[rid] = t_ns
+                generated[rid] = 1
+                left = output[rid] - 1
+            if left:
+                phase[rid] = DECODING
+                joiners.append(rid)
+            else:
+                done.append(rid)
         if done:
             self.finish(np.asarray(done, dtype=np.int64), np.int64(t_ns))
         return joiners
@@ -210,7 +226,12 @@ class Scheduler:
     def release(self, rids, t_ns) -> None:
         """Requests `rids` are done at t (scalar or one per request): their KV returns to the
         pool; the replica hears of it."""
-        self.table.phase[rids] = DONE
+        phase = self.table.phase
+        if type(rids) is list:
+            for rid in rids:
+                phase[rid] = DONE
+        else:
+            phase[rids] = DONE
         self.pool.free(rids)
         self._on_finish(rids, t_ns)
 

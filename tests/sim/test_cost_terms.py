@@ -79,3 +79,34 @@ def test_terms_that_change_nothing_give_identical_results(policy):
     for engine in ENGINES:
         ref = simulate(trace, policy, plain, acc, replicas=2, engine=engine)
         assert_same_outcome(simulate(trace, policy, same, acc, replicas=2, engine=engine), ref, engine)
+
+
+@pytest.mark.parametrize("extra,prefill,per_context", [
+    (None, None, 0.0),
+    ({"drafts": 7, "per_draft_seconds": [0.0005, 0.001]}, None, 1e-6),
+    (None, {"prefill_tokens": [8, 64, 300], "seconds": [0.02, 0.01, 0.04]}, 1e-6),
+    ({"per_draft": True}, {"prefill_tokens": [10, 210], "seconds": [0.002, 0.022]}, 0.0),
+])
+def test_one_iteration_forms_equal_the_numpy_form(extra, prefill, per_context):
+    """The cost entry's python forms (the loop engine's: drafting_one, draft_ns_one,
+    iteration_ns_one, stretch_base with the kernel's rounding) give the numpy forms' values to the
+    bit, tables grown on demand as far as the run looks."""
+    draft = {"dspark": {"requests": [1, 8], "seconds": [0.004, 0.012], **(extra or {})}}
+    limits = {"prefill_time": prefill} if prefill is not None else {}
+    hw = table_hw(*STEP, per_context=per_context, draft=draft, **limits)
+    cost = IterationCost(hw, "dspark")
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        r = int(rng.integers(0, 300))
+        k = int(rng.integers(0, 6))
+        batch = r * (1 + k) + int(rng.integers(0, 6000))
+        prefill_tokens = int(rng.integers(0, batch + 1)) if rng.random() < 0.5 else 0
+        context = int(rng.integers(0, 10 ** 6))
+        want = cost.iteration_ns(np.array([r]), np.array([batch]), np.array([context]),
+                                 np.array([k]), prefill_tokens)[0]
+        fixed = cost.draft_ns_one(r, k)
+        assert fixed == cost.fixed_drafts(k)[r]
+        assert cost.iteration_ns_one(fixed, batch, prefill_tokens, context) == want
+        if not prefill_tokens:      # the stretch kernel's end of an iteration
+            base = cost.stretch_base(fixed, batch)
+            assert round(base + cost.context_ns * context if cost.context_ns else base) == want

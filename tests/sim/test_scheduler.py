@@ -6,7 +6,7 @@ from test_paged_kv import SCHEDULE, scenarios
 
 from dspark_sim.sim.cluster.run import Cluster
 from dspark_sim.sim.core.requests import DECODING, DONE, PREEMPTED, PREFILLING, WAITING, RequestTable
-from dspark_sim.sim.core.rules import prefill_room, step_tokens, tokens_emitted
+from dspark_sim.sim.core.rules import step_tokens, tokens_emitted
 from dspark_sim.sim.engines.reference import ReferenceReplica
 
 
@@ -48,7 +48,5 @@ def test_phase_column_follows_the_scheduler(sc):
 
 
 def test_rules_scalar_forms():
-    assert prefill_room(100, 64, 10) == 54 and prefill_room(5, 64, 10) == 5
-    assert prefill_room(100, 64, 70) == 0
     assert step_tokens(3, 2) == 3 and step_tokens(0, 5) == 1 and step_tokens(4, -1) == 0
     assert tokens_emitted(3, 5, 2) == 2 and tokens_emitted(3, 5, 10) == 4

@@ -1,6 +1,8 @@
 """The simulator's small rules, each defined once, with its scalar (python) and numpy forms side
-by side where both are needed. Every engine, the scheduler and serve/'s replica use these;
-tests/sim/test_layers.py greps the package for twins.
+by side where both are needed: survivals, and the tokens a decode step emits. Every engine and
+serve/'s replica use these. The other rules live with the room that owns them, once each: the
+prefill room (`Scheduler.prefill_room`), drafts made per step (`Policy.drafts_made`), the lag
+(speculation/lag.py). tests/sim/test_layers.py greps the package for twins.
 """
 from __future__ import annotations
 
@@ -10,12 +12,6 @@ import numpy as np
 def survivals(confidence: np.ndarray) -> np.ndarray:
     """a[..., j] = prod_{i<=j} c[..., i]: probability that drafts 1..j all survive."""
     return np.cumprod(np.asarray(confidence, dtype=float), axis=-1)
-
-
-def prefill_room(pending: int, budget: int, decode_tokens: int) -> int:
-    """Prefill tokens an iteration may take: what `decode_tokens` leave of the token budget,
-    at most the `pending` prompt tokens of the admitted requests."""
-    return min(pending, max(0, budget - decode_tokens))
 
 
 def step_tokens(accepted: int, verify: int) -> int:

@@ -1,5 +1,13 @@
-"""Iteration cost of one replica: draft time + target step time, tabulated on integer inputs
-(integer nanoseconds, core/units.py)."""
+"""The one cost entry of the simulator: what an iteration and its drafting cost, tabulated on
+integer inputs in integer nanoseconds (core/units.py).
+
+`IterationCost` owns the formula; the engines take its tables and its functions and do not
+re-derive them: the reference and block engines `iteration_ns` / `iteration_ns_fixed` (numpy,
+many iterations), the loop engine `iteration_ns_one` (plain python, one iteration, the same
+arithmetic) and, for its stretches without prefill, `stretch_base` + `context_ns`, which the
+compiled kernel (engines/stretch_kernel.pyx) combines as `iteration_ns_one` does. Drafting is
+`drafting` (numpy) and `drafting_one` (python) side by side. New cost terms go here.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +15,7 @@ import numpy as np
 from ...profiles.hardware import HardwareProfile
 from ..core.units import NS, UNLIMITED, to_ns
 from .vllm_tables import build_cost_tables, profile_sizes
+
 # Tables start this large (or at the profile's limit, if smaller) and grow on demand to what
 # the run reaches, never past the limit: memory follows the work, not max_batch_tokens.
 INITIAL_TOKENS = 4096
@@ -44,10 +53,14 @@ class IterationCost:
         self.linear = self._slope is not None       # block drafter priced by drafts made
         self.has_prefill = hw.prefill_curve is not None
         self._slope_s = self._slope_ns = np.zeros(0)
-        self._slope_lists: dict[bool, list[float]] = {}
+        self._slope_list: list[float] | None = None
         self.prefill_ns: np.ndarray | None = None    # by prefill tokens, when has_prefill
         self.per_context = float(hw.per_context_token_s)
         self._context_ns = self.per_context * NS
+        self.context_ns = self._context_ns if self.per_context else 0.0   # ns per KV token attended
+        self._py_step: list[float] | None = None       # python mirrors of the tables (one iteration
+        self._py_prefill: list[float] | None = None    # at a time), rebuilt after they grow
+        self._py_draft: tuple[list[float], list[float]] | None = None
         self._seconds_lists: tuple[list[float], list[float]] | None = None
         self._step = np.zeros(0)
         self._draft = np.zeros(0)
@@ -92,16 +105,68 @@ class IterationCost:
             return np.where(np.asarray(drafts) > 0, fixed + drafts * slope, 0.0)
         return np.where(np.asarray(drafts) > 0, fixed, 0.0)
 
-    def slope_list(self, max_requests: int, ns: bool = False) -> list[float]:
-        """Seconds (nanoseconds with `ns`) per draft by request count of a linear block drafter,
-        covering 0..max_requests, for python loops ([] for other drafters)."""
+    def drafting_one(self, fixed: float, slope: float, drafts: int) -> float:
+        """`drafting` for one request count in plain python (the same arithmetic)."""
+        if self.per_draft:
+            return fixed * drafts
+        if drafts <= 0:
+            return 0.0
+        return fixed + drafts * slope if self.linear else fixed
+
+    def draft_ns_one(self, requests: int, drafts: int) -> float:
+        """Drafting nanoseconds of one iteration: `requests` decoding requests making `drafts`
+        sequential drafts each (for policies whose drafts vary; the others index
+        `fixed_drafts`)."""
+        if requests >= len(self._draft_ns):
+            self._fit(requests, 0)
+        if self._py_draft is None or len(self._py_draft[0]) != len(self._draft_ns):
+            self._py_draft = (self._draft_ns.tolist(),
+                              self._slope_ns.tolist() if self.linear else [0.0] * len(self._draft_ns))
+        draft, slope = self._py_draft
+        return self.drafting_one(draft[requests], slope[requests], drafts)
+
+    def iteration_ns_one(self, fixed_ns: float, batch_tokens: int, prefill_tokens: int,
+                         context: int) -> int:
+        """`iteration_ns` of one iteration in plain python (the same arithmetic): `fixed_ns` is its
+        drafting (`fixed_drafts` or `draft_ns_one`), then the step at B batch tokens, the prefill
+        curve's adjustment for its P prefill-chunk tokens, and the attention over `context` KV
+        tokens; rounded half to even, at least 1 ns with a prefill curve."""
+        step, prefill = self._py_step, self._py_prefill
+        if step is None or batch_tokens >= len(step):
+            self._fit(0, batch_tokens)
+            step, prefill = self._mirror_step()
+        ns = fixed_ns + step[batch_tokens]
+        if prefill is not None and prefill_tokens:
+            ns = ns + prefill[prefill_tokens]
+        if self.context_ns:
+            ns = ns + self.context_ns * context
+        return round(ns) if prefill is None else max(1, round(ns))
+
+    def stretch_base(self, fixed_ns: float, batch_tokens: int) -> float:
+        """Nanoseconds of an iteration without prefill before its attention term: the loop
+        engine's stretch kernel ends each iteration at round(base + context_ns x context), which
+        is `iteration_ns_one` without prefill."""
+        step = self._py_step
+        if step is None or batch_tokens >= len(step):
+            self._fit(0, batch_tokens)
+            step, _ = self._mirror_step()
+        return fixed_ns + step[batch_tokens]
+
+    def _mirror_step(self) -> tuple[list[float], list[float] | None]:
+        if self._py_step is None or len(self._py_step) != len(self._step_ns):
+            self._py_step = self._step_ns.tolist()
+            self._py_prefill = self.prefill_ns.tolist() if self.prefill_ns is not None else None
+        return self._py_step, self._py_prefill
+
+    def slope_list(self, max_requests: int) -> list[float]:
+        """Seconds per draft by request count of a linear block drafter, covering
+        0..max_requests, for python loops ([] for other drafters)."""
         if not self.linear:
             return []
         self._fit(max_requests, 0)
-        out = self._slope_lists.get(ns)
-        if out is None or len(out) != len(self._slope_s):
-            out = self._slope_lists[ns] = (self._slope_ns if ns else self._slope_s).tolist()
-        return out
+        if self._slope_list is None or len(self._slope_list) != len(self._slope_s):
+            self._slope_list = self._slope_s.tolist()
+        return self._slope_list
 
     def scheduler_fixed_s(self, requests) -> np.ndarray:
         """Seconds of an iteration with R decoding requests that do not depend on its batch
@@ -151,11 +216,6 @@ class IterationCost:
             self._seconds_lists = (self._step.tolist(), self._draft.tolist())
         return self._seconds_lists
 
-    def ns_lists(self, max_requests: int, max_batch_tokens: int) -> tuple[list[float], list[float]]:
-        """Draft and step nanosecond tables as python lists covering the given maxima."""
-        self._fit(max_requests, max_batch_tokens)
-        return self._draft_ns.tolist(), self._step_ns.tolist()
-
     def step_seconds(self, batch_tokens: np.ndarray) -> np.ndarray:
         """Target step seconds at integer batch tokens, without the context term."""
         b = np.asarray(batch_tokens, dtype=np.int64)
@@ -185,6 +245,11 @@ class IterationCost:
         """Draft nanoseconds by request count for a policy that always makes `drafts` drafts
         (same arithmetic as `iteration_ns`)."""
         return self.drafting(self._draft_ns, self._slope_ns if self.linear else None, drafts)
+
+    def fixed_drafts_list(self, drafts: int, requests: int) -> list[float]:
+        """`fixed_drafts` as a python list covering 0..requests (for per-iteration python code)."""
+        self._fit(requests, 0)
+        return self.fixed_drafts(drafts).tolist()
 
     def iteration_ns_fixed(self, draft_table: np.ndarray, requests: np.ndarray,
                            batch_tokens: np.ndarray, context: np.ndarray,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.rules import prefill_room, step_tokens_np
+from ..core.rules import step_tokens_np
 from .replica import ReplicaBase
 
 MAX_RUN = 1024          # most iterations one block may span (samplers pad their draws by this)
@@ -105,7 +105,7 @@ class BlockReplica(ReplicaBase):
                                                  prefill_max)
             verify0 = lengths[:, 0]
         sum0 = int(verify0.sum())
-        chunks, prefill_context = sched.take_prefill(prefill_room(prefill_max, self.budget, r0 + sum0))
+        chunks, prefill_context = sched.take_prefill(sched.prefill_room(r0 + sum0))   # <= prefill_max
         prefill0 = sum(take for _, take in chunks)
         completed = sched.apply_prefill(chunks)
         output = self.table.output

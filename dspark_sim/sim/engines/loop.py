@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.rules import prefill_room, step_tokens
+from ..core.rules import step_tokens
 from .replica import ReplicaBase
 from .stretch import steady_stretch
 
@@ -31,9 +31,9 @@ class LoopReplica(ReplicaBase):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        p, cost = self.policy, self.cost
-        self._tables(0, 0)          # the cost's tables as far as they reach; grown on demand
-        self._context_ns = cost._context_ns if cost.per_context else 0.0
+        p = self.policy
+        self._fixed_table(0)        # the cost's drafting table as far as it reaches; grown on demand
+        self._drafting: dict[int, float] = {}   # drafting ns by (rows, drafts), policies whose drafts vary
         self._task = self.sampler.task_index if self.sampler is not None else None
         self._oracle = p.needs_accepted          # verifies exactly the accepted run
         # decoding rows, in batch order (lists are changed in place)
@@ -52,13 +52,13 @@ class LoopReplica(ReplicaBase):
         self.decoders = self._rid
         self._refresh()
 
-    def _tables(self, requests: int, batch_tokens: int) -> None:
-        cost, drafts = self.cost, self.policy.drafts
-        self._draft_ns, self._step_ns = cost.ns_lists(requests, batch_tokens)
-        self._slope_ns = cost.slope_list(requests, ns=True)
-        self._prefill_ns = cost.prefill_ns.tolist() if cost.prefill_ns is not None else None
-        # goodput (drafts None) pays for the k it picks each iteration
-        self._draft_fixed = cost.fixed_drafts(drafts).tolist() if drafts is not None else None
+    def _fixed_table(self, requests: int) -> None:
+        """The cost's drafting nanoseconds by request count at the policy's fixed drafts per
+        step, covering `requests` (None for a policy whose drafts vary: it asks the cost for each
+        iteration's, `_drafting_ns`)."""
+        drafts = self.policy.drafts
+        self._draft_fixed = self.cost.fixed_drafts_list(drafts, requests) if drafts is not None else None
+        self._n_fixed = len(self._draft_fixed) if drafts is not None else 1 << 62
 
     # --- verify lengths --------------------------------------------------------------------
 
@@ -82,6 +82,9 @@ class LoopReplica(ReplicaBase):
             lengths = self._plan(self._key).lengths_list(0) if self._rid else []
         self._lengths = lengths
         self._sum_lengths = sum(lengths)
+        # drafting of an iteration at these lengths, for a policy whose drafts vary (else None)
+        self._lengths_drafting = self._drafting_ns(len(lengths), lengths) \
+            if self._draft_fixed is None else None
         tok_len = self._tok_len
         for k, length in enumerate(lengths):
             if tok_len[k] != length:
@@ -107,8 +110,9 @@ class LoopReplica(ReplicaBase):
         rid, seq, tok, first, owed = self._rid, self._seq, self._tok, self._first, self._owed
         sched = self.sched
         prefilling, waiting = sched.prefilling, sched.waiting
-        context_ns, draft_fixed, step_ns = self._context_ns, self._draft_fixed, self._step_ns
-        n_step, n_draft = len(step_ns), len(self._draft_ns)
+        cost = self.cost
+        context_ns, draft_fixed, n_fixed = cost.context_ns, self._draft_fixed, self._n_fixed
+        iteration_ns = cost.iteration_ns_one
         it = self.iterations
         kv_sum = self._kv_sum
         lag, oracle, budget = self.policy.lag, self._oracle, self.budget
@@ -123,13 +127,11 @@ class LoopReplica(ReplicaBase):
                 # only the rows' tokens and the KV context change, until a row finishes or an
                 # iteration reaches the next arrival (admission cannot change meanwhile: only a
                 # finish frees a slot or KV)
-                batch = r + total
-                if batch >= n_step or r >= n_draft:
-                    self._tables(r, batch)
-                    draft_fixed, step_ns = self._draft_fixed, self._step_ns
-                    n_step, n_draft = len(step_ns), len(self._draft_ns)
-                base = draft_fixed[r] + step_ns[batch] if draft_fixed is not None else \
-                    self._draft_of(r, self._lengths) + step_ns[batch]
+                if r >= n_fixed:
+                    self._fixed_table(r)
+                    draft_fixed, n_fixed = self._draft_fixed, self._n_fixed
+                base = cost.stretch_base(draft_fixed[r] if draft_fixed is not None else
+                                         self._lengths_drafting, r + total)
                 chunks = None
                 it, now, end, kv_sum, emitted, done = steady_stretch(
                     tok, first, owed, r, it, now, t_arr, base, context_ns, kv_sum)
@@ -160,23 +162,17 @@ class LoopReplica(ReplicaBase):
                 batch = r + verified
                 chunks, prefill_context = None, 0
                 if prefilling:       # prefill takes what the decode tokens leave, FCFS
-                    chunks, prefill_context = sched.take_prefill(
-                        prefill_room(sched.prefill_room(r), budget, batch))
+                    # (batch >= r: the room at the decode tokens is within the base's room)
+                    chunks, prefill_context = sched.take_prefill(sched.prefill_room(batch))
                     batch += sum(take for _, take in chunks)
-                if batch >= n_step or r >= n_draft:
-                    self._tables(r, batch)
-                    draft_fixed, step_ns = self._draft_fixed, self._step_ns
-                    n_step, n_draft = len(step_ns), len(self._draft_ns)
-                if draft_fixed is not None:
-                    ns = draft_fixed[r] + step_ns[batch]
-                else:
-                    ns = self._draft_of(r, lengths) + step_ns[batch]
-                prefill_ns = self._prefill_ns     # grown with step_ns by _tables
-                if prefill_ns is not None and chunks:
-                    ns = ns + prefill_ns[batch - r - verified]
-                if context_ns:
-                    ns = ns + context_ns * (kv_sum + prefill_context)
-                end = now + (round(ns) if prefill_ns is None else max(1, round(ns)))
+                if r >= n_fixed:
+                    self._fixed_table(r)
+                    draft_fixed, n_fixed = self._draft_fixed, self._n_fixed
+                end = now + iteration_ns(draft_fixed[r] if draft_fixed is not None else
+                                         self._lengths_drafting if once is None else
+                                         self._drafting_ns(r, lengths), batch,
+                                         batch - r - verified if chunks else 0,
+                                         kv_sum + prefill_context)
             kv_sum += emitted
             it += 1
             if done is not None or chunks:
@@ -219,16 +215,15 @@ class LoopReplica(ReplicaBase):
         self.iterations = it
         return now
 
-    def _draft_of(self, r: int, lengths: list[int]) -> float:
-        """Drafting nanoseconds of an iteration with r rows verifying `lengths`, for goodput,
-        which pays for the k it picks (the other policies use the fixed-drafts table)."""
-        k = max(lengths) if lengths else 0
-        if self.cost.per_draft:
-            return self._draft_ns[r] * k
-        if k <= 0:
-            return 0.0
-        # a linear block drafter also pays per draft made (_slope_ns is [] for other drafters)
-        return self._draft_ns[r] + k * self._slope_ns[r] if self._slope_ns else self._draft_ns[r]
+    def _drafting_ns(self, r: int, lengths: list[int]) -> float:
+        """Drafting nanoseconds of an iteration with r rows verifying `lengths`, for a policy
+        whose drafts per step vary (goodput pays for the k it picks)."""
+        k = self.policy.drafts_made(lengths)
+        key = (r << 8) | k                 # k <= gamma < 256; a table entry never changes
+        ns = self._drafting.get(key)
+        if ns is None:
+            ns = self._drafting[key] = self.cost.draft_ns_one(r, k)
+        return ns
 
     def _lengths_now(self, it: int, r: int) -> list[int] | None:
         """Verify lengths of an iteration with prefill to do (the base is the prefill it could

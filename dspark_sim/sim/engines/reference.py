@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.rules import prefill_room, tokens_emitted_np
+from ..core.rules import tokens_emitted_np
 from .replica import ReplicaBase
 
 
@@ -43,7 +43,7 @@ class ReferenceReplica(ReplicaBase):
             verify = np.minimum(verify, self.sampler.drafted(rows, steps)[:, 0])
         # 2. Decode tokens are budgeted first; prefill chunks take what is left, FCFS.
         decode_tokens = r + int(verify.sum())
-        chunks, prefill_context = sched.take_prefill(prefill_room(prefill_max, self.budget, decode_tokens))
+        chunks, prefill_context = sched.take_prefill(min(prefill_max, sched.prefill_room(decode_tokens)))
         batch = decode_tokens + sum(take for _, take in chunks)
         context = int((t.prompt[rows] + t.generated[rows]).sum()) + prefill_context
         drafts = policy.drafts_per_iteration(lengths)

@@ -134,8 +134,11 @@ class ReplicaBase:
     def admit(self, t_ns: int | None = None) -> None:
         """The scheduler's admission at the iteration boundary t (default: now)."""
         sched = self.sched
-        drafts = self.policy.scheduled_drafts(self.gamma) if sched.pool.on_demand else 0
-        sched.admit(int(self.env.now) if t_ns is None else t_ns, drafts)
+        if sched.pool.on_demand:
+            sched.admit(int(self.env.now) if t_ns is None else t_ns,
+                        self.policy.scheduled_drafts(self.gamma))
+        elif sched.waiting:        # the time stamps only disaggregated joins
+            sched.admit(t_ns if t_ns is not None else int(self.env.now) if self.prefill_elsewhere else 0)
 
     def _finished(self, rids, t_ns) -> None:
         """The scheduler released requests `rids` at t (scalar or per request): routing counts,

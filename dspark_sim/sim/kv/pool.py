@@ -75,7 +75,12 @@ class ReservePool(KVPool):
         return sum([need[rid] for rid in rids])
 
     def free(self, rids) -> None:
-        self.used -= self.freed_by(rids)
+        if isinstance(rids, np.ndarray):
+            self.used -= int(self._need_array[rids].sum())
+            return
+        need = self._need
+        for rid in rids:
+            self.used -= need[rid]
 
     def fits_after(self, rid: int, input_tokens: int, freed: int) -> bool:
         return self.used - freed + self._need[rid] <= self.capacity

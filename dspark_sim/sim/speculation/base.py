@@ -116,8 +116,15 @@ class Policy:
             return 0
         return self.drafts if self.drafts is not None else gamma
 
+    def drafts_made(self, lengths) -> int:
+        """Sequential drafts each decoding request makes in an iteration verifying `lengths`: the
+        policy's fixed number, or (drafts None) the iteration's largest verify length."""
+        if self.drafts is None:
+            return max(lengths, default=0)
+        return self.drafts
+
     def drafts_per_iteration(self, lengths: np.ndarray) -> np.ndarray:
-        """(C,) sequential drafts each decoding request makes in each iteration."""
+        """`drafts_made` of C iterations at once: lengths (C, R) -> (C,)."""
         if self.drafts is None:
             return lengths.max(axis=1, initial=0)
         return np.full(lengths.shape[0], self.drafts, dtype=np.int64)

@@ -31,7 +31,9 @@ class LaggedBudgets:
         """The budget of the next iteration, whose raw budget is `raw` (committed with it)."""
         h = self.history
         use = h[max(len(h) - self.lag, 0)] if h else raw
-        self.commit([raw])
+        h.append(raw)                # as commit([raw]), in place (the loop engine's hot path)
+        if len(h) > self.lag:
+            del h[0]
         return use
 
     def after(self, raw, history: list[int] | None = None) -> list[int]:

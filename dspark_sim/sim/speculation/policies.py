@@ -178,6 +178,7 @@ class _GoodputPlan(Plan):
         self._by_base: dict[int, np.ndarray] = {}
         # expected tokens for k = 0..gamma, as `_best_k` computes them
         self._tokens = (r + np.concatenate([[0.0], np.cumsum(gain[0])])).tolist()
+        self._drafting: list[float] | None = None
 
     def lengths(self, base: int) -> np.ndarray:
         def compute() -> np.ndarray:
@@ -190,14 +191,15 @@ class _GoodputPlan(Plan):
         """`lengths` in plain python: the same float operations, so the same k."""
         r, cost = self.r, self.cost
         step, draft = cost.seconds_lists(r, base + r * (self.policy.gamma + 1))
-        d = draft[r]
-        slope = cost.slope_list(r)[r] if cost.linear else 0.0
+        if self._drafting is None:         # seconds of drafting k = 0..gamma at this r
+            slope = cost.slope_list(r)[r] if cost.linear else 0.0
+            self._drafting = [cost.drafting_one(draft[r], slope, k) for k in range(len(self._tokens))]
+        drafting = self._drafting
         best_k, best = 0, -np.inf
         for k, tokens in enumerate(self._tokens):
             if r * k > self.cap:
                 continue
-            part = d * k if cost.per_draft else ((d + k * slope if cost.linear else d) if k > 0 else 0.0)
-            rate = tokens / (step[base + r + r * k] + part)
+            rate = tokens / (step[base + r + r * k] + drafting[k])
             if rate > best:
                 best, best_k = rate, k
         return [best_k] * r
