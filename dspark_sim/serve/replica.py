@@ -150,7 +150,7 @@ class ServingReplica(ReplicaBase):
         surv = mean if drafts is None or r == 0 else \
             np.stack([draft_survival(d, m) for d, m in zip(drafts, mean)])
         cols = PolicyInputs(surv=surv[None], active=np.ones((1, r), dtype=bool),
-                       base=np.array([prefill_max]), cap=np.array([self.budget - r]),
+                       base=np.array([prefill_max]), cap=np.array([self.sched.drafts_room(r)]),
                        mean_surv=mean)
         lengths, raw = self.policy.decide(cols, self.cost)
         self.policy.commit(raw)

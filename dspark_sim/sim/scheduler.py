@@ -142,6 +142,11 @@ class Scheduler:
             return 0
         return self.pending if self.pending < room else room
 
+    def drafts_room(self, decoding: int) -> int:
+        """Most drafts an iteration with `decoding` decoding requests may verify: the token
+        budget less one token per decoding request (decode tokens are budgeted first)."""
+        return self.budget - decoding
+
     def plan_prefill(self, tokens: int) -> tuple[list[tuple[int, int]], int]:
         """FCFS prefill chunks within `tokens` (nothing changes); also the KV context they attend
         (the tokens already prefilled)."""

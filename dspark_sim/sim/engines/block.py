@@ -60,7 +60,7 @@ class BlockReplica(ReplicaBase):
         if plan is None:
             if len(self._plans) >= _PLAN_CACHE_LIMIT:
                 self._plans.clear()
-            plan = self._plans[key] = self.policy.plan(surv, self.budget - len(surv), self.cost)
+            plan = self._plans[key] = self.policy.plan(surv, self.sched.drafts_room(len(surv)), self.cost)
         return plan
 
     def _key_of(self, rows: np.ndarray) -> tuple:
@@ -72,7 +72,7 @@ class BlockReplica(ReplicaBase):
         every row decodes (per-step confidences, accepted runs or lagged budgets)."""
         r, c = steps.shape
         cols = self.policy_inputs(rows, np.ones((c, r), dtype=bool), np.full(c, base),
-                            np.full(c, self.budget - r), steps, accepted)
+                            np.full(c, self.sched.drafts_room(r)), steps, accepted)
         lengths, raw = self.policy.decide(cols, self.cost, history)
         return lengths.T, raw
 
@@ -297,7 +297,7 @@ class BlockReplica(ReplicaBase):
         if not dependent and m > 1:
             # a length trimmed to the token budget could grow once rows leave
             per_col = verify.sum(axis=0) if verify.ndim == 2 else int(verify.sum())
-            if np.any(per_col >= self.budget - len(fin)):
+            if np.any(per_col >= self.sched.drafts_room(len(fin))):
                 return first
         if not (self.sched.waiting or (dependent and planned)):
             return end

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.rules import step_tokens
+from ..speculation.base import cap_in_order_list
 from .replica import ReplicaBase
 from .stretch import steady_stretch
 
@@ -70,7 +71,7 @@ class LoopReplica(ReplicaBase):
             rows = np.asarray(self._rid, dtype=np.int64)
             surv = self.sampler.row_survival(rows) if self.sampler is not None else \
                 np.zeros((len(rows), self.gamma))
-            plan = self._plans[key] = self.policy.plan(surv, self.budget - len(rows), self.cost)
+            plan = self._plans[key] = self.policy.plan(surv, self.sched.drafts_room(len(rows)), self.cost)
         return plan
 
     def _refresh(self) -> None:
@@ -115,7 +116,8 @@ class LoopReplica(ReplicaBase):
         iteration_ns = cost.iteration_ns_one
         it = self.iterations
         kv_sum = self._kv_sum
-        lag, oracle, budget = self.policy.lag, self._oracle, self.budget
+        lag, oracle = self.policy.lag, self._oracle
+        tokens_at = _TOKENS
         total = self._sum_lengths
         closed = self.feed.closed_think_ns is not None
         inline = not closed and self.feed.replica_count == 1
@@ -137,7 +139,7 @@ class LoopReplica(ReplicaBase):
                     tok, first, owed, r, it, now, t_arr, base, context_ns, kv_sum)
             else:
                 if oracle:
-                    once = self._oracle_trim(it, r) if r * (self.gamma + 1) > budget else None
+                    once = self._oracle_trim(it, r) if r * self.gamma > sched.drafts_room(r) else None
                 elif prefilling or lag:
                     once = self._lengths_now(it, r)
                 else:
@@ -148,12 +150,10 @@ class LoopReplica(ReplicaBase):
                 done = None
                 lengths = self._lengths if once is None else once
                 for k in range(r):
-                    a = seq[k][it - first[k]]
-                    if a > lengths[k]:
-                        a = lengths[k]
-                    left = owed[k] - a - 1
+                    e = tokens_at[lengths[k]][seq[k][it - first[k]]]
+                    left = owed[k] - e
                     owed[k] = left
-                    emitted += a + 1
+                    emitted += e
                     if left <= 0:
                         if done is None:
                             done = []
@@ -251,16 +251,11 @@ class LoopReplica(ReplicaBase):
     def _oracle_trim(self, it: int, r: int) -> list[int] | None:
         """oracle verifies each row's accepted run; when their total passes the drafts budget,
         earlier rows keep theirs first (as `cap_in_order`)."""
-        left = self.budget - r
+        room = self.sched.drafts_room(r)
         runs = [self._seq[k][it - self._first[k]] for k in range(r)]
-        if sum(runs) <= left:
+        if sum(runs) <= room:
             return None
-        out = []
-        for a in runs:
-            take = min(a, max(left, 0))
-            out.append(take)
-            left -= take
-        return out
+        return cap_in_order_list(runs, room)
 
     # --- rows in and out ---------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ class ReferenceReplica(ReplicaBase):
         accepted = self.sampler.accepted(rows, steps) if self.sampler is not None and r else \
             np.zeros((r, 1), dtype=np.int64)
         cols = self.policy_inputs(rows, np.ones((1, r), dtype=bool), np.array([prefill_max]),
-                                  np.array([self.budget - r]), steps, accepted)
+                                  np.array([sched.drafts_room(r)]), steps, accepted)
         if policy.stateful:        # who else is in the step, as vLLM's policies count it
             cols.rows = rows
             cols.others, cols.others_sampling = self.prefill_requests(prefill_max)

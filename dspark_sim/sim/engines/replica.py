@@ -69,7 +69,6 @@ class ReplicaBase:
                                budget=hw.max_batch_tokens or UNLIMITED,
                                prefill_elsewhere=self.prefill_elsewhere,
                                join=self.join_decoding, on_finish=self._finished)
-        self.budget = self.sched.budget
         self._prompt, self._output, _ = table.as_lists()   # fast scalar access
         self.routed = 0
         self.finished = 0

@@ -45,6 +45,16 @@ def cap_in_order(lengths: np.ndarray, cap: np.ndarray) -> np.ndarray:
     return np.clip(cap[:, None] - before, 0, lengths)
 
 
+def cap_in_order_list(lengths: list[int], cap: int) -> list[int]:
+    """`cap_in_order` of one iteration in plain python (the loop engine's form)."""
+    out = []
+    for length in lengths:
+        take = min(length, max(cap, 0))
+        out.append(take)
+        cap -= take
+    return out
+
+
 class Policy:
     """Base: `name`; `drafts` sequential drafts per decoding request per iteration (None: the
     iteration's largest verify length); `needs_confidence`: uses per-step survivals;
