@@ -27,11 +27,11 @@ from ..fileio import write_text_atomic
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..sim.cluster.run import Cluster
-from ..sim.output.metrics import requests_csv, requests_frame, summarise
-from ..sim.speculation.registry import check_policy_name, make_policy
-from ..sim.replay import write_results
 from ..sim.core.requests import RequestTable
 from ..sim.kv.semantics import check_kv_fits
+from ..sim.output.metrics import requests_csv, requests_frame, summarise
+from ..sim.replay import write_results
+from ..sim.speculation.registry import check_policy_name, make_policy
 from ..traces.schema import Trace
 from .drafting import DraftPool
 from .replica import ITERATION_COLUMNS, EngineParts, ServingReplica
@@ -106,8 +106,8 @@ def serve(trace: Trace, policy: str, target: HFTarget, drafter: Drafter, hw: Har
     task means a policy uses where the drafter has no confidence head (and goodput's), exactly
     as in the simulator; its gamma must equal the engine's."""
     check_engine_policy(policy)
-    probe = make_policy(policy, gamma)
-    if probe.speculative:
+    traits = make_policy(policy, gamma)
+    if traits.speculative:
         if acceptance is None:
             raise InputError(f"policy {policy} needs an acceptance profile", field="acceptance")
         if acceptance.gamma != gamma:
@@ -123,7 +123,7 @@ def serve(trace: Trace, policy: str, target: HFTarget, drafter: Drafter, hw: Har
     if prompts:
         warm_up(parts, prompts[0])
     env = simpy.rt.RealtimeEnvironment(factor=1e-9, strict=False)     # time in nanoseconds
-    cluster = Cluster(table, 1, "round-robin", hw, policy, acceptance if probe.speculative else None,
+    cluster = Cluster(table, 1, "round-robin", hw, policy, acceptance if traits.speculative else None,
                       seed, env=env, replica_cls=partial(ServingReplica, parts=parts))
     replica = cluster.replicas[0]
     load = os.getloadavg()
@@ -133,7 +133,7 @@ def serve(trace: Trace, policy: str, target: HFTarget, drafter: Drafter, hw: Har
     wall = time.perf_counter() - start
     frame = requests_frame(table)
     summary = summarise(frame, policy=policy, trace=trace_name or trace.name, hw=hw_name or hw.name,
-                        acceptance=(acceptance_name or acceptance.name) if probe.speculative else None,
+                        acceptance=(acceptance_name or acceptance.name) if traits.speculative else None,
                         seed=seed, gpus=hw.gpus_per_replica, iterations=replica.iterations,
                         sim_wall_s=wall)
     summary.update({

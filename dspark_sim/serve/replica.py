@@ -32,9 +32,9 @@ import torch
 from ..decode.context import Context
 from ..decode.sampling import Sampling
 from ..decode.verify import verify
-from ..sim.speculation.base import PolicyInputs
 from ..sim.core.rules import tokens_emitted
 from ..sim.engines.replica import ReplicaBase
+from ..sim.speculation.base import PolicyInputs
 from .drafting import DraftPool, draft_survival
 from .runner import ModelRunner, Segment
 

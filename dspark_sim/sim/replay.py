@@ -15,16 +15,16 @@ from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                  load_hw_profile)
 from ..traces.schema import Trace, load_trace
+from .cluster.load import ClosedLoop
+from .cluster.partition import check_partitionable, simulate_partitioned
 from .cluster.router import ROUTER_ALIASES
 from .cluster.run import SimOutcome, simulate
 from .defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
-from .cluster.load import ClosedLoop
-from .output.metrics import requests_csv, requests_frame, summarise
 from .output.files import check_request_format, requests_file_name, write_requests
-from .cluster.partition import check_partitionable, simulate_partitioned
+from .output.metrics import requests_csv, requests_frame, summarise
+from .output.summary import QUANTILE_MODES, SummaryAccumulator
 from .speculation.registry import check_policy_name, make_policy
 from .speculation.spec_config import BatchSchedule, parse_schedule
-from .output.summary import QUANTILE_MODES, SummaryAccumulator
 
 
 def default_acceptance(policy: str) -> str | None:
@@ -83,10 +83,10 @@ def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptanc
     `parallel`: replicas simulated apart (same results); `streamed`: rows and summary written
     to a directory as they are produced (the result then holds no frame)."""
     check_policy_name(policy)
-    probe = make_policy(policy, acceptance.gamma if acceptance is not None else 1, schedule=schedule)
-    if probe.speculative and acceptance is None:
+    traits = make_policy(policy, acceptance.gamma if acceptance is not None else 1, schedule=schedule)
+    if traits.speculative and acceptance is None:
         raise InputError(f"policy {policy} needs an acceptance profile", field="acceptance")
-    acceptance = acceptance if probe.speculative else None
+    acceptance = acceptance if traits.speculative else None
     if parallel is not None:
         outcome = simulate_partitioned(trace, policy, hw, acceptance, replicas=replicas,
                                        router=router, seed=seed, engine=engine, prefill=prefill,

@@ -20,8 +20,8 @@ from ..sim.cluster.router import ROUTER_ALIASES
 from ..sim.cluster.run import PREFILL_MODES
 from ..sim.defaults import DEFAULT_HW
 from ..sim.kv.semantics import KV_SEMANTICS
-from ..sim.speculation.registry import make_policy
 from ..sim.replay import default_acceptance
+from ..sim.speculation.registry import make_policy
 from ..sim.speculation.spec_config import parse_schedule
 from ..traces.schema import load_trace
 from .cache import PointCache

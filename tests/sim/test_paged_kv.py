@@ -18,7 +18,9 @@ from dspark_sim.sim.core.requests import DONE, RequestTable
 from dspark_sim.sim.speculation.spec_config import BatchSchedule
 
 ALL = POLICIES + ["vllm-schedule", "vllm-adaptive"]
-SCHEDULE = BatchSchedule(((1, 2, 4), (3, 5, 2), (8, 8, 1)), 4)
+# K <= 2 <= every drawn gamma, as parse_schedule guarantees (with K above gamma a lone request could
+# need more blocks than check_kv_fits allows for, preempt itself and stall the replica)
+SCHEDULE = BatchSchedule(((1, 2, 2), (3, 5, 1), (8, 8, 2)), 2)
 
 
 def _run(sc, engine="fast", kv="reserve", hw=None):

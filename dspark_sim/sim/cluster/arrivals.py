@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import simpy
 
+from ..core.requests import RequestTable
 from ..core.units import NS
 from .load import ClosedLoop
-from ..core.requests import RequestTable
 
 if TYPE_CHECKING:
     from .router import Router

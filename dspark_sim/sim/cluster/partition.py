@@ -21,13 +21,13 @@ from ...profiles.acceptance import AcceptanceProfile
 from ...profiles.hardware import HardwareProfile
 from ...traces.schema import Trace
 from ..acceptance.sampler import AcceptanceSampler
+from ..core.requests import RequestTable
+from ..engines.block import MAX_RUN
 from ..kv.semantics import check_kv_fits
+from ..speculation.registry import make_policy
+from .load import ClosedLoop
 from .router import ROUTER_ALIASES
 from .run import Cluster, PartContext, SimOutcome, check_options, typical_context
-from ..engines.block import MAX_RUN
-from .load import ClosedLoop
-from ..speculation.registry import make_policy
-from ..core.requests import RequestTable
 
 PART_EXECUTORS = ("ray", "inline")
 RESULT_FIELDS = ("first_token_ns", "finish_ns", "prefilled", "generated", "steps", "drafted",
@@ -95,10 +95,10 @@ def simulate_partitioned(trace: Trace, policy: str, hw: HardwareProfile,
     table = RequestTable(trace)
     gamma = acceptance.gamma if acceptance is not None else 0
     check_kv_fits(table, hw, kv_semantics, gamma)      # the whole trace's first offender
-    probe = make_policy(policy, acceptance.gamma if acceptance is not None else 1,
+    traits = make_policy(policy, acceptance.gamma if acceptance is not None else 1,
                         schedule=schedule, hw=hw)
     sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN) \
-        if probe.speculative else None
+        if traits.speculative else None
     context = typical_context(table)
     shares = [rows for rows in split_trace(trace, replicas) if len(rows)]
 

@@ -14,17 +14,17 @@ from ...profiles.acceptance import AcceptanceProfile
 from ...profiles.hardware import HardwareProfile
 from ...traces.schema import Trace
 from ..acceptance.sampler import AcceptanceSampler
-from .arrivals import ClosedArrivals, OpenArrivals
+from ..core.requests import RequestTable
 from ..core.units import NS
 from ..cost.iteration import IterationCost
-from .load import ClosedLoop
-from ..speculation.registry import make_policy
 from ..engines.block import MAX_RUN
 from ..engines.capability import ENGINES, Needs, engine_class
 from ..engines.replica import ReplicaBase
-from .router import ROUTER_ALIASES, Router
-from ..core.requests import RequestTable
 from ..kv.semantics import KV_SEMANTICS, check_kv_fits, make_pool
+from ..speculation.registry import make_policy
+from .arrivals import ClosedArrivals, OpenArrivals
+from .load import ClosedLoop
+from .router import ROUTER_ALIASES, Router
 
 
 PREFILL_MODES = ("local", "disaggregated")

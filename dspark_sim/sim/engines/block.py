@@ -27,9 +27,10 @@ MAX_RUN = 1024          # most iterations one block may span (samplers pad their
 _COLS = np.arange(MAX_RUN)
 _PLAN_CACHE_LIMIT = 4096
 
-# Fields of the state matrix. ONE, VPLUS and KV come first: one matmul with the activity mask
+# Fields of the state matrix (one column per decoding row): COUNT (1), BATCH_TOKENS (1 + the row's
+# verify length), KV (prompt + generated) come first: one matmul with the activity mask
 # gives the per-iteration request count, batch tokens and KV context.
-ONE, VPLUS, KV, OWED, STEPS, VER, RID = range(7)
+COUNT, BATCH_TOKENS, KV, OWED, STEPS, VER, RID = range(7)
 _FIELDS = 7
 
 
@@ -96,7 +97,7 @@ class BlockReplica(ReplicaBase):
         prefill_max = sched.prefill_room(r0)
         raw = np.zeros(1 if lag and r0 == 0 else 0, dtype=np.int64)   # as decide() with no rows
         if r0 == 0:
-            verify0 = state[ONE]
+            verify0 = state[COUNT]
         elif planned:
             verify0 = self._plan(self._key, self._surv).lengths(prefill_max)
         else:
@@ -139,7 +140,7 @@ class BlockReplica(ReplicaBase):
         first0[:r0] = verify0
         if planned:
             verify = self._plan(self._key, self._surv).lengths(0)
-            state[VPLUS] = verify + 1
+            state[BATCH_TOKENS] = verify + 1
             tokens = step_tokens_np(accepted, verify[:, None])
         else:
             verify = np.zeros((r1, m), dtype=np.int64)

@@ -14,8 +14,8 @@ import pandas as pd
 
 from ...errors import InputError
 from ...fileio import atomic_path
-from .metrics import request_columns
 from ..core.requests import RequestTable
+from .metrics import request_columns
 from .summary import SummaryAccumulator
 
 REQUEST_FORMATS = ("csv", "parquet")

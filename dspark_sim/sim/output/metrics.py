@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.units import NS
 from ..core.requests import RequestTable
+from ..core.units import NS
 from .summary import SummaryAccumulator
 
 REQUEST_COLUMNS = ["id", "task", "replica", "arrival_s", "first_token_s", "finish_s",

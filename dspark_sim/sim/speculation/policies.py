@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.iteration import IterationCost
-from .lag import LAG, LaggedBudgets
 from .base import FixedPlan, Plan, Policy, cap_in_order, memo, scheduler_sps
+from .lag import LAG, LaggedBudgets
 from .prefix_schedule import RankedBatch, budget_batch, schedule_batch, top_k_batch
 
 
