@@ -62,7 +62,7 @@ class Cluster:
         # the scheduler's cost view: drafting as the policy drafts, and attention over the
         # trace's typical KV length of a decoding request (prompt + half the output)
         cost = IterationCost(hw, acceptance.drafter_kind if traits.speculative and acceptance else None,
-                             scheduler_drafts=traits.drafts if traits.drafts is not None else gamma,
+                             scheduler_drafts=traits.most_drafts(gamma),
                              scheduler_context=part.typical_context if part is not None
                              else typical_context(table))
         static = sampler is None or sampler.static_confidence

@@ -53,7 +53,6 @@ class IterationCost:
         self.linear = self._slope is not None       # block drafter priced by drafts made
         self.has_prefill = hw.prefill_curve is not None
         self._slope_s = self._slope_ns = np.zeros(0)
-        self._slope_list: list[float] | None = None
         self.prefill_ns: np.ndarray | None = None    # by prefill tokens, when has_prefill
         self.per_context = float(hw.per_context_token_s)
         self._context_ns = self.per_context * NS
@@ -157,16 +156,6 @@ class IterationCost:
             self._py_step = self._step_ns.tolist()
             self._py_prefill = self.prefill_ns.tolist() if self.prefill_ns is not None else None
         return self._py_step, self._py_prefill
-
-    def slope_list(self, max_requests: int) -> list[float]:
-        """Seconds per draft by request count of a linear block drafter, covering
-        0..max_requests, for python loops ([] for other drafters)."""
-        if not self.linear:
-            return []
-        self._fit(max_requests, 0)
-        if self._slope_list is None or len(self._slope_list) != len(self._slope_s):
-            self._slope_list = self._slope_s.tolist()
-        return self._slope_list
 
     def scheduler_fixed_s(self, requests) -> np.ndarray:
         """Seconds of an iteration with R decoding requests that do not depend on its batch

@@ -124,6 +124,11 @@ class Policy:
         trimming: the KV slots a paged engine allocates for them."""
         if not self.speculative:
             return 0
+        return self.most_drafts(gamma)
+
+    def most_drafts(self, gamma: int) -> int:
+        """Sequential drafts per decoding request an iteration makes at most: the policy's fixed
+        number, or the drafter's depth when it varies (the scheduler's cost view assumes it)."""
         return self.drafts if self.drafts is not None else gamma
 
     def drafts_made(self, lengths) -> int:

@@ -190,10 +190,10 @@ class _GoodputPlan(Plan):
     def lengths_list(self, base: int) -> list[int]:
         """`lengths` in plain python: the same float operations, so the same k."""
         r, cost = self.r, self.cost
-        step, draft = cost.seconds_lists(r, base + r * (self.policy.gamma + 1))
+        step, _ = cost.seconds_lists(r, base + r * (self.policy.gamma + 1))
         if self._drafting is None:         # seconds of drafting k = 0..gamma at this r
-            slope = cost.slope_list(r)[r] if cost.linear else 0.0
-            self._drafting = [cost.drafting_one(draft[r], slope, k) for k in range(len(self._tokens))]
+            ks = np.arange(len(self._tokens))
+            self._drafting = cost.draft_seconds(np.full(len(ks), r), ks).tolist()
         drafting = self._drafting
         best_k, best = 0, -np.inf
         for k, tokens in enumerate(self._tokens):
