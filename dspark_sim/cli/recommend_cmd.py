@@ -16,7 +16,7 @@ def _pct(gain) -> str:
 
 
 def _print_choice(c: dict, drafter: str) -> None:
-    from ..sweep.tables import baseline_label
+    from ..sweep.tables import baseline_label, seconds_text
 
     if c["policy"] is None:
         typer.echo(c["notes"][0])
@@ -31,8 +31,8 @@ def _print_choice(c: dict, drafter: str) -> None:
     typer.echo(f"@ {c['sla_tps_user']:g} tok/s/user: {who}, {c['throughput_tok_s_per_gpu']:,.0f} "
                f"tok/s/GPU" + (f"; {', '.join(gains)}" if gains else ""))
     if c.get("ttft_p99_s") is not None:
-        typer.echo(f"  at {c['load_at_sla']:g} users: TTFT p50 {c['ttft_p50_s']:.2f} s, p99 "
-                   f"{c['ttft_p99_s']:.2f} s, TPOT p99 {c['tpot_p99_ms']:.1f} ms")
+        typer.echo(f"  at {c['load_at_sla']:g} users: TTFT p50 {seconds_text(c['ttft_p50_s'])}, p99 "
+                   f"{seconds_text(c['ttft_p99_s'])}, TPOT p99 {c['tpot_p99_ms']:.1f} ms")
     if c["speculative_config"] is not None:
         typer.echo(f"  vLLM:   --speculative-config '{json.dumps(c['speculative_config'])}'")
     if c["sglang_flags"]:

@@ -121,7 +121,7 @@ def sla_table(results: pd.DataFrame, slas: list[float], percentile: int | str,
     x = tps_column(percentile)
     agg = aggregate(results, x)
     rows = []
-    for policy in agg["policy"].unique():
+    for policy in results["policy"].unique():         # in the order the policies were swept
         mean = agg[agg["policy"] == policy]
         ok = usable_loads(mean)
         use = mean[ok]

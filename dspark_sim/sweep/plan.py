@@ -3,8 +3,8 @@
 A replica count *serves* the trace when, replaying the whole trace (arrival rate x
 `rate_scale`) on that many replicas, tps_user at percentile P >= the SLA and TTFT p99 <= the
 bound, for every seed. Overload makes the queue (and so TTFT) grow through the trace, so the
-TTFT bound is also what rejects a count that cannot keep up. Assuming more replicas never
-hurt, the search doubles the count until it serves (1, 2, 4, ...), then bisects between the
+TTFT bound, and the queue-growth test of overload.py (median TTFT rising through the trace), are
+what reject a count that cannot keep up. Assuming more replicas never hurt, the search doubles the count until it serves (1, 2, 4, ...), then bisects between the
 last count that did not and the first that did. All policies search in lock step, so each
 round's evaluations run in parallel; every evaluation is a cached sweep point.
 """
@@ -24,6 +24,7 @@ from .baseline import AUTO, resolve_baseline, with_ar
 from .cache import PointCache
 from .executors import run_points
 from .frontier import format_gain, parse_statistic, tps_of
+from .overload import overload_reason
 from .run import SweepConfig, kv_note, resolve_inputs
 from .spec import Point
 from .tables import baseline_label
@@ -86,12 +87,13 @@ class _Search:
 
 
 def passes(metrics: list[dict[str, Any]], cfg: PlanConfig) -> bool:
-    """Every seed meets the tps_user SLA at the percentile and the TTFT bound."""
+    """Every seed meets the tps_user SLA at the percentile, the TTFT bound, and is not
+    overloaded (its queue does not grow through the trace; overload.py)."""
     for m in metrics:
         tps = tps_of(m, cfg.percentile)
         if tps is None or tps < cfg.sla:
             return False
-        if cfg.ttft_p99_s is not None and m["ttft_p99_s"] > cfg.ttft_p99_s:
+        if overload_reason(m, cfg.ttft_p99_s):
             return False
     return True
 
@@ -169,6 +171,7 @@ def _evaluations(seen: dict[Point, dict[str, Any]], cfg: PlanConfig) -> pd.DataF
     rows = [{"policy": pt.policy, "replicas": pt.replicas, "seed": pt.seed,
              "tps_user": tps_of(m, cfg.percentile),
              "ttft_p99_s": m["ttft_p99_s"], "throughput_tok_s_per_gpu": m["throughput_tok_s_per_gpu"],
+             "queue_growth": m.get("queue_growth"), "overload_reason": overload_reason(m, cfg.ttft_p99_s),
              "passes": passes([m], cfg)} for pt, m in seen.items()]
     return pd.DataFrame(rows).sort_values(["policy", "replicas", "seed"]).reset_index(drop=True)
 

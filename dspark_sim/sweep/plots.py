@@ -35,7 +35,7 @@ def frontier_plot(results: pd.DataFrame, sla: pd.DataFrame, percentile: int | st
     (grey crosses); SLA anchors marked with each policy's gain over the baseline."""
     x = tps_column(percentile)
     agg = aggregate(results, x)
-    policies = list(dict.fromkeys(agg["policy"]))
+    policies = list(dict.fromkeys(results["policy"]))   # in the order swept
     colors, labels = _colors(policies), legend_labels(results)
     fig, ax = new_figure(size=(7.4, 5.0))
     marked = False
@@ -85,7 +85,7 @@ def concurrency_plot(results: pd.DataFrame, path: str | Path, title: str = "") -
     against concurrent requests per replica; bands = min..max over seeds."""
     agg = aggregate(results, THROUGHPUT)
     spread = results.groupby(["policy", "load"], sort=False)["verify_tokens"].agg(["min", "max"])
-    policies = list(dict.fromkeys(agg["policy"]))
+    policies = list(dict.fromkeys(results["policy"]))   # in the order swept
     colors, labels = _colors(policies), legend_labels(results)
     fig, (left, right) = new_figure(1, 2, size=(11.0, 4.4))
     for policy in policies:

@@ -21,6 +21,7 @@ from ..sim.defaults import DEFAULT_HW
 from ..sim.policies import make_policy
 from ..sim.replay import default_acceptance
 from ..sim.spec_config import parse_schedule
+from ..traces import shipped_trace
 from ..traces.schema import iter_json_lines, load_trace
 from .baseline import AUTO, resolve_baseline, with_ar
 from .cache import PointCache
@@ -110,7 +111,7 @@ def _check(cfg: SweepConfig) -> None:
 def resolve_inputs(cfg: SweepConfig) -> tuple[str, str, dict[str, str | None], Any]:
     """Validate the trace and profiles; return the trace, hw and per-policy acceptance paths
     and the loaded hardware profile."""
-    trace_path = Path(cfg.trace)
+    trace_path = shipped_trace(cfg.trace)          # a path, or the name of a shipped trace
     trace = load_trace(trace_path)
     if len(trace) == 0:
         raise InputError("the trace has no requests", file=trace_path)

@@ -32,11 +32,17 @@ def _throughput_cell(r: pd.Series) -> str:
     return f"{v:,.0f}{spread}{_MARKS.get(r['status'], '')}"
 
 
+def seconds_text(value: float) -> str:
+    """'12 ms', '1.25 s', '' for NaN."""
+    if not np.isfinite(value):
+        return ""
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:,.2f} s"
+
+
 def _latency_cells(r: pd.Series) -> list[str]:
-    def fmt(value: float, unit: str, digits: int) -> str:
-        return f"{value:,.{digits}f}{unit}" if np.isfinite(value) else ""
-    return [fmt(r.get("ttft_p50_s", np.nan), " s", 2), fmt(r.get("ttft_p99_s", np.nan), " s", 2),
-            fmt(r.get("tpot_p99_ms", np.nan), " ms", 1)]
+    tpot = r.get("tpot_p99_ms", np.nan)
+    return [seconds_text(r.get("ttft_p50_s", np.nan)), seconds_text(r.get("ttft_p99_s", np.nan)),
+            f"{tpot:,.1f} ms" if np.isfinite(tpot) else ""]
 
 
 def fastest_reached(table: pd.DataFrame, sla: float) -> tuple[str, float] | None:

@@ -169,8 +169,10 @@ def test_plan_equals_exhaustive_search(tmp_path):
         assert ok[0] > 1
     # MTP-1 speeds every request up, so it needs no more replicas than plain decoding
     assert table.loc["mtp1", "replicas"] <= table.loc["ar", "replicas"]
+    # passing = the SLA, the TTFT bound and no growing queue (overload.py)
     assert (result.evaluations["passes"] == result.evaluations.apply(
-        lambda r: r["tps_user"] >= 80 and r["ttft_p99_s"] <= 0.5, axis=1)).all()
+        lambda r: r["tps_user"] >= 80 and r["ttft_p99_s"] <= 0.5 and not r["overload_reason"], axis=1)).all()
+    assert result.evaluations["overload_reason"].str.startswith("queue grows").any()
 
 
 def test_plan_cli(tmp_path, capsys):
