@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
+from .sweep_cmd import BASELINE_HELP
 
 
 def _pct(gain) -> str:
@@ -62,9 +63,7 @@ def register(app: typer.Typer) -> None:
                                             "profile's model has an MTP head, e.g. DeepSeek-V3/V4, "
                                             "else MTP-1 is left out; none: left out). MTP-1 is "
                                             "recommended only for models with an MTP head."),
-        baseline: str = typer.Option("auto", "--baseline", help="Policy the gains are stated "
-                                     "against: auto (mtp1 for a model with an MTP head, else ar = "
-                                     "no speculation), ar, mtp1 or a static-K."),
+        baseline: str = typer.Option("auto", "--baseline", help=BASELINE_HELP),
         draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft checkpoint "
                                                   "(Hugging Face id or path) to name in vLLM's "
                                                   "config and SGLang's flags; default: the "

@@ -13,7 +13,7 @@ _ACC_HELP = ("Acceptance profile for every speculative policy (name or path), or
              f"per policy. Default: {DEFAULT_MTP1_ACCEPTANCE} for mtp1, {DEFAULT_ACCEPTANCE} for the others.")
 _POLICY_HELP = ("Comma-separated policies: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle, "
                 "vllm-schedule (with --bs-schedule), vllm-adaptive.")
-_BASELINE_HELP = ("Policy the gains are stated against: auto (mtp1 when the hardware profile's "
+BASELINE_HELP = ("Policy the gains are stated against: auto (mtp1 when the hardware profile's "
                   "model has an MTP head, e.g. DeepSeek-V3/V4, else ar = no speculation), a swept "
                   "policy, or none. ar is always swept.")
 _PREFILL_HELP = ("local: replicas prefill the prompts too (chunked prefill); disaggregated: "
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's first "
                                                "N requests."),
         prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
-        baseline: str = typer.Option("auto", "--baseline", help=_BASELINE_HELP),
+        baseline: str = typer.Option("auto", "--baseline", help=BASELINE_HELP),
         overload_ttft_p99: float = typer.Option(30.0, "--overload-ttft-p99", help="A point whose "
                                                 "TTFT p99 exceeds this many seconds is overloaded "
                                                 "(as is a rate-load point whose TTFT grows through "
@@ -165,7 +165,7 @@ def register(app: typer.Typer) -> None:
         requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's first "
                                                "N requests."),
         prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
-        baseline: str = typer.Option("auto", "--baseline", help=_BASELINE_HELP),
+        baseline: str = typer.Option("auto", "--baseline", help=BASELINE_HELP),
         gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="Price of one "
                                                       "GPU-hour, for a cost column."),
         workers: int = typer.Option(2, "--workers", help="Parallel worker processes (or Ray CPUs)."),

@@ -12,13 +12,15 @@ shape, level solved so that 1 + sum_k prod_(i<=k) alpha_i = tau); those values a
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..sim.paper_acceptance import SHAPE, SLOPE, solve_rates, tau_of
 from .acceptance import AcceptanceProfile, TaskAcceptance
-from .registry import ACCEPTANCE_DIR, ACCEPTANCE_SUFFIX
+from .registry import ACCEPTANCE_DIR, save_profiles
 
 TASK_BENCHMARKS = {"math": "GSM8K", "code": "HumanEval", "chat": "MT-Bench"}
 WRITER = "Written by `python -m dspark_sim.profiles.published`."
@@ -40,78 +42,72 @@ DEEPSEEK_V3 = ("DeepSeek-V3 Technical Report (DeepSeek-AI, arXiv 2412.19437), se
                "acceptance rate of the second-token (MTP) prediction is 85%-90% across generation topics")
 
 
-def _published_profile(name: str, family: str, taus: dict[str, float], gamma: int, *, target: str,
-                       drafter: str, checkpoint: str | None, temperature: float, source: str,
-                       url: str, settings: str, extra_published: dict | None = None) -> AcceptanceProfile:
-    """A parametric profile whose per-task rates are derived from published mean taus."""
+EAGLE3_TREE = ("The EAGLE-3 paper (arXiv 2503.01840, Table 1) reports tau for this drafter with a "
+               "dynamic draft tree (about 60 tokens, depth 6-8), not a chain; the simulator and vLLM's "
+               "eagle3 method verify a chain, so the chain measurement is used")
+ANGELSLIM_SETTINGS = ("INFERRED, not stated with the table: K = 2 and temperature 0 are the defaults of "
+                      "the benchmark script the page names (tools/vllm_spec_benchmark.py: "
+                      "--num_spec_tokens 2, --temp 0); every tau is <= 3 = K + 1, consistent with K = 2")
+DSPARK_CHECKPOINT = ("the checkpoint name is the one vLLM 0.32's vllm/config/speculative.py gives as "
+                     "its DSpark example")
+K7_T1 = "K = 7 drafts per step, temperature 1"
+
+
+@dataclass(frozen=True)
+class Published:
+    """A drafter's published mean accepted length per task, and where it comes from."""
+
+    name: str
+    family: str                     # drafter kind; its shape in sim/paper_acceptance.py
+    taus: dict[str, float]          # task -> published tau (TASK_BENCHMARKS)
+    gamma: int
+    target: str
+    checkpoint: str
+    temperature: float
+    source: str
+    url: str
+    settings: str
+    remarks: dict[str, Any] = field(default_factory=dict)
+
+
+PUBLISHED = [
+    Published("eagle3-llama31-8b-g7", "eagle3", {"math": 3.34, "code": 3.49, "chat": 2.77}, 7,
+              "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 1.0, NEBIUS_LLAMA,
+              "https://huggingface.co/nebius/EAGLE3-Llama-3.3-70B-Instruct", K7_T1,
+              {"why_not_the_eagle3_paper": EAGLE3_TREE}),
+    Published("eagle3-qwen3-8b-g2", "eagle3", {"math": 2.00, "code": 1.97, "chat": 1.97}, 2, "Qwen/Qwen3-8B",
+              "AngelSlim/Qwen3-8B_eagle3", 0.0, ANGELSLIM, "https://angelslim.readthedocs.io/zh-cn/latest/"
+              "performance/speculative_decoding/benchmarks.html", ANGELSLIM_SETTINGS, {"tau_alpaca": 2.02}),
+    Published("eagle3-qwen3-235b-a22b-g7", "eagle3", {"math": 3.78, "code": 3.52, "chat": 2.56}, 7,
+              "Qwen/Qwen3-235B-A22B-Instruct-2507", "RedHatAI/Qwen3-235B-A22B-Instruct-2507-speculator.eagle3",
+              1.0, NEBIUS_QWEN, "https://huggingface.co/nebius/EAGLE3-Qwen3-235B-A22B-Instruct-2507", K7_T1),
+    Published("dspark-qwen3-8b-g7", "dspark", {"math": 6.17, "code": 5.52, "chat": 3.72}, 7, "Qwen/Qwen3-8B",
+              "deepseek-ai/dspark_qwen3_8b_block7", 1.0, DSPARK_PAPER, "method.md section 5 (the DSpark "
+              "paper, Table 1)", "gamma = 7, temperature 1, offline (scheduler off: every draft verified)",
+              {"checkpoint_name": DSPARK_CHECKPOINT}),
+]
+
+
+def published_profile(spec: Published) -> AcceptanceProfile:
+    """A parametric profile whose per-task rates are derived from the published mean taus."""
     tasks, derived = {}, {}
-    for task, tau in taus.items():
-        alpha = solve_rates(tau, SLOPE[family], gamma)
+    for task, tau in spec.taus.items():
+        alpha = solve_rates(tau, SLOPE[spec.family], spec.gamma)
         tasks[task] = TaskAcceptance("parametric", position_accept=alpha)
         derived[task] = {"position_accept": [float(a) for a in alpha], "tau_check": round(tau_of(alpha), 4)}
-    published = {"tau": {f"{task} ({TASK_BENCHMARKS[task]})": tau for task, tau in taus.items()},
-                 "settings": settings, **(extra_published or {})}
+    published = {"tau": {f"{task} ({TASK_BENCHMARKS[task]})": tau for task, tau in spec.taus.items()},
+                 "settings": spec.settings, **spec.remarks}
     shape = (f"DERIVED: only the mean accepted length per task is published; alpha_k has the DSpark "
-             f"paper's {family} shape ({SHAPE[family]}; slope {SLOPE[family]:+.4f} per position), "
-             f"level solved per task so that 1 + sum_k prod_(i<=k) alpha_i over {gamma} positions "
-             f"equals the published tau (sim/paper_acceptance.py solve_rates)")
-    doc_extra = {"source": source, "source_url": url, "published": published, "derived": derived,
-                 "shape": shape, "tasks_from": {t: TASK_BENCHMARKS[t] for t in taus}, "notes": WRITER}
-    if checkpoint:
-        doc_extra["drafter_checkpoint"] = checkpoint
-    return AcceptanceProfile(name=name, gamma=gamma, tasks=tasks, default_task="chat",
-                             drafter_kind=family, drafter=drafter, target=target,
-                             temperature=temperature, extra=doc_extra)
-
-
-def eagle3_llama31_8b() -> AcceptanceProfile:
-    """EAGLE-3's authors' Llama-3.1-8B-Instruct drafter, K = 7, T = 1 (measured by Nebius)."""
-    return _published_profile(
-        "eagle3-llama31-8b-g7", "eagle3", {"math": 3.34, "code": 3.49, "chat": 2.77}, 7,
-        target="meta-llama/Llama-3.1-8B-Instruct", drafter="EAGLE-3 (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B)",
-        checkpoint="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", temperature=1.0, source=NEBIUS_LLAMA,
-        url="https://huggingface.co/nebius/EAGLE3-Llama-3.3-70B-Instruct",
-        settings="K = 7 drafts per step, temperature 1",
-        extra_published={"why_not_the_eagle3_paper": (
-            "The EAGLE-3 paper (arXiv 2503.01840, Table 1) reports tau for this drafter with a "
-            "dynamic draft tree (about 60 tokens, depth 6-8), not a chain; the simulator and "
-            "vLLM's eagle3 method verify a chain, so the chain measurement is used")})
-
-
-def eagle3_qwen3_235b() -> AcceptanceProfile:
-    """Red Hat's EAGLE-3 speculator for Qwen3-235B-A22B-Instruct-2507, K = 7, T = 1 (by Nebius)."""
-    return _published_profile(
-        "eagle3-qwen3-235b-a22b-g7", "eagle3", {"math": 3.78, "code": 3.52, "chat": 2.56}, 7,
-        target="Qwen/Qwen3-235B-A22B-Instruct-2507",
-        drafter="EAGLE-3 (RedHatAI/Qwen3-235B-A22B-Instruct-2507-speculator.eagle3)",
-        checkpoint="RedHatAI/Qwen3-235B-A22B-Instruct-2507-speculator.eagle3", temperature=1.0,
-        source=NEBIUS_QWEN, url="https://huggingface.co/nebius/EAGLE3-Qwen3-235B-A22B-Instruct-2507",
-        settings="K = 7 drafts per step, temperature 1")
-
-
-def eagle3_qwen3_8b() -> AcceptanceProfile:
-    """AngelSlim's EAGLE-3 drafter for Qwen3-8B; K = 2, T = 0 inferred (see settings)."""
-    return _published_profile(
-        "eagle3-qwen3-8b-g2", "eagle3", {"math": 2.00, "code": 1.97, "chat": 1.97}, 2,
-        target="Qwen/Qwen3-8B", drafter="EAGLE-3 (AngelSlim/Qwen3-8B_eagle3)",
-        checkpoint="AngelSlim/Qwen3-8B_eagle3", temperature=0.0, source=ANGELSLIM,
-        url="https://angelslim.readthedocs.io/zh-cn/latest/performance/speculative_decoding/benchmarks.html",
-        settings=("INFERRED, not stated with the table: K = 2 and temperature 0 are the defaults of "
-                  "the benchmark script the page names (tools/vllm_spec_benchmark.py: "
-                  "--num_spec_tokens 2, --temp 0); every tau is <= 3 = K + 1, consistent with K = 2"),
-        extra_published={"tau_alpaca": 2.02})
-
-
-def dspark_qwen3_8b() -> AcceptanceProfile:
-    """DSpark on Qwen3-8B from the DSpark paper's Table 1 (flat shape)."""
-    return _published_profile(
-        "dspark-qwen3-8b-g7", "dspark", {"math": 6.17, "code": 5.52, "chat": 3.72}, 7,
-        target="Qwen/Qwen3-8B", drafter="DSpark (block 7)",
-        checkpoint="deepseek-ai/dspark_qwen3_8b_block7", temperature=1.0, source=DSPARK_PAPER,
-        url="method.md section 5 (the DSpark paper, Table 1)",
-        settings="gamma = 7, temperature 1, offline (scheduler off: every draft verified)",
-        extra_published={"checkpoint_name": "the checkpoint name is the one vLLM 0.32's "
-                                            "vllm/config/speculative.py gives as its DSpark example"})
+             f"paper's {spec.family} shape ({SHAPE[spec.family]}; slope {SLOPE[spec.family]:+.4f} per "
+             f"position), level solved per task so that 1 + sum_k prod_(i<=k) alpha_i over "
+             f"{spec.gamma} positions equals the published tau (sim/paper_acceptance.py solve_rates)")
+    extra = {"source": spec.source, "source_url": spec.url, "published": published, "derived": derived,
+             "shape": shape, "tasks_from": {t: TASK_BENCHMARKS[t] for t in spec.taus}, "notes": WRITER,
+             "drafter_checkpoint": spec.checkpoint}
+    label = {"eagle3": "EAGLE-3", "dspark": "DSpark"}.get(spec.family, spec.family)
+    return AcceptanceProfile(name=spec.name, gamma=spec.gamma, tasks=tasks, default_task="chat",
+                             drafter_kind=spec.family, drafter=f"{label} ({spec.checkpoint})",
+                             target=spec.target, temperature=spec.temperature, extra=extra)
 
 
 def deepseek_v3_mtp1() -> AcceptanceProfile:
@@ -135,20 +131,13 @@ def deepseek_v3_mtp1() -> AcceptanceProfile:
 
 def published_profiles() -> list[AcceptanceProfile]:
     """Every shipped profile built from published figures."""
-    return [eagle3_llama31_8b(), eagle3_qwen3_8b(), eagle3_qwen3_235b(), dspark_qwen3_8b(),
-            deepseek_v3_mtp1()]
+    return [published_profile(spec) for spec in PUBLISHED] + [deepseek_v3_mtp1()]
 
 
 def write_all(directory: Path = ACCEPTANCE_DIR) -> list[Path]:
     """Write the published-figure profiles into `directory`."""
-    paths = []
-    for prof in published_profiles():
-        path = Path(directory) / f"{prof.name}{ACCEPTANCE_SUFFIX}"
-        prof.save(path)
-        paths.append(path)
-    return paths
+    return save_profiles(published_profiles(), directory)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    for p in write_all():
-        print(p)
+    print("\n".join(str(p) for p in write_all()))
