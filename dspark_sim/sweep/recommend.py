@@ -135,6 +135,7 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
     policies = ["ar"] + (["mtp1"] if mtp1_acc else []) + statics
     if cfg.adaptive and method == "dspark":         # vLLM supports it for method="dspark" only
         policies.append("vllm-adaptive")
+    baseline, why = resolve_baseline(cfg.baseline, policies, hw.model)   # bad input before any run
     accs: dict[str, str | None] = {p: cfg.acceptance for p in policies + ["vllm-schedule"]}
     accs["ar"] = None
     if mtp1_acc:
@@ -143,7 +144,7 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
                         points=cfg.points, load_range=cfg.load_range, seeds=cfg.seeds,
                         requests_per_user=cfg.requests_per_user, warmup=cfg.warmup,
                         max_requests=cfg.max_requests, slas=cfg.slas, percentile=cfg.percentile,
-                        baseline=cfg.baseline, kv_semantics=cfg.kv_semantics)
+                        baseline=baseline, kv_semantics=cfg.kv_semantics)
     first = run_sweep(sweep, cache_dir=cache_dir, workers=workers, executor=executor,
                       show_progress=show_progress)
     schedule = derive_schedule(first.results, statics, gamma)
@@ -152,7 +153,6 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
     second = run_sweep(sweep, cache_dir=cache_dir, workers=workers, executor=executor,
                        show_progress=show_progress)
     results = pd.concat([first.results, second.results], ignore_index=True)
-    baseline, why = resolve_baseline(cfg.baseline, policies, hw.model)
     table = sla_table(results, cfg.slas, first.config.percentile, baseline)
     out = Recommendation(cfg, table, results, schedule, wall_s=first.wall_s + second.wall_s,
                          baseline=baseline, baseline_reason=why, kv_note=kv_note(hw))

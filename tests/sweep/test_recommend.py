@@ -123,6 +123,8 @@ def test_recommend_bad_input_exits_2(tmp_path, capsys):
     trace.write_text(TRACE)
     assert main(["recommend", "--trace", str(trace), "--sla", "0", "--out", str(tmp_path / "x")]) == 2
     assert "sla" in capsys.readouterr().err
+    assert main(["recommend", "--trace", str(trace), "--baseline", "mtp1", "--out", str(tmp_path / "y")]) == 2
+    assert "field 'baseline'" in capsys.readouterr().err and not (tmp_path / "y").exists()
 
 
 def test_recommend_prefers_a_fixed_k_unless_the_rest_pays(tmp_path):

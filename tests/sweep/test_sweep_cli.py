@@ -86,6 +86,8 @@ def test_sweep_cli_rate_load(tmp_path):
     (["--sla-percentile", "median"], "sla-percentile"),
     (["--prefill", "remote"], "prefill"),
     (["--router", "random"], "router"),
+    (["--baseline", "static-4"], "baseline"),              # not among the swept policies
+    (["--overload-ttft-p99", "0"], "overload-ttft-p99"),
 ])
 def test_sweep_bad_options_exit_2_and_write_nothing(tmp_path, capsys, args, field):
     out = tmp_path / "out"
