@@ -20,7 +20,7 @@ def baseline_label(policy: str | None) -> str:
 def _load_text(load: float, mode: str | None) -> str:
     if not np.isfinite(load):
         return ""
-    return f"x{load:g} rate" if mode == "rate" else f"{load:g} users"
+    return f"x{load:.3g} rate" if mode == "rate" else f"{load:g} users"
 
 
 def _throughput_cell(r: pd.Series) -> str:
