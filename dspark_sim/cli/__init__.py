@@ -26,6 +26,8 @@ app = typer.Typer(
 _COMMAND_MODULES: list[str] = ["profiles_cmd", "hardware_cmd", "traces_cmd", "sim_cmd", "decode_cmd",
                                "train_cmd", "calibrate_cmd", "serve_cmd", "sweep_cmd", "vllm_cmd", "acceptance_cmd",
                                "recommend_cmd"]
+# Modules whose commands join a group that a module above registers: group name -> modules.
+_SUBCOMMAND_MODULES: dict[str, list[str]] = {"profile": ["fit_cmd"]}
 
 
 def _register_all() -> None:
@@ -33,6 +35,10 @@ def _register_all() -> None:
 
     for name in _COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(app)
+    groups = {g.name: g.typer_instance for g in app.registered_groups}
+    for group, names in _SUBCOMMAND_MODULES.items():
+        for name in names:
+            importlib.import_module(f"{__name__}.{name}").register(groups[group])
 
 
 _register_all()
