@@ -95,6 +95,12 @@ SIM_ACC_HELP = ("Acceptance profile for every speculative policy (name or path),
                 "for the others.")
 POLICIES_HELP = ("Comma-separated policies: ar, mtp1, static-K, dspark, dspark-lagged, goodput, "
                  "oracle, vllm-schedule (with --bs-schedule), vllm-adaptive.")
+SIM_ENGINES = ("fast", "loop", "block", "reference")
+SIM_ENGINE_HELP = ("The simulator's engine: fast (default: the python iteration loop, or "
+                   "vectorised blocks for policies with measured per-step confidences), loop, "
+                   "block, or reference (one SimPy step per iteration). All give identical "
+                   "results. (--engine names a serving engine, in profile, serve-replay, "
+                   "validate and measure.)")
 PREFILL_HELP = ("local: replicas prefill the prompts too (chunked prefill); disaggregated: "
                 "prompts are prefilled elsewhere and the replicas only decode (TTFT = queueing).")
 
@@ -103,9 +109,24 @@ SimHwOpt = Annotated[str, typer.Option("--hw", help="Hardware profile: a shipped
 SimAccOpt = Annotated[Optional[str], typer.Option("--acceptance", help=SIM_ACC_HELP)]
 PoliciesOpt = Annotated[str, typer.Option("--policies", help=POLICIES_HELP)]
 PrefillOpt = Annotated[str, typer.Option("--prefill", help=PREFILL_HELP)]
+SimEngineOpt = Annotated[str, typer.Option("--sim-engine", help=SIM_ENGINE_HELP)]
+# replay's --engine before it was renamed --sim-engine: kept hidden to say so
+OldEngineOpt = Annotated[Optional[str], typer.Option("--engine", hidden=True)]
 RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help="Use only the trace's first "
                                                     "N requests.")]
 SlasOpt = Annotated[str, typer.Option("--sla", help="SLAs in tok/s/user, comma-separated.")]
 WorkersOpt = Annotated[int, typer.Option("--workers", help="Parallel worker processes (or Ray CPUs).")]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Plot PNG [next to --out].")]
 
+
+
+def refuse_old_engine(value: Optional[str]) -> None:
+    """replay --engine X (the simulator's engine before it was renamed): an InputError naming
+    --sim-engine."""
+    from ..errors import InputError
+
+    if value is not None:
+        raise InputError(f"the simulator's engine is chosen with --sim-engine now (--sim-engine "
+                         f"{value}; one of {', '.join(SIM_ENGINES)}); --engine names a serving "
+                         "engine (native or vllm) in profile, serve-replay, validate and measure",
+                         field="--engine")

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from ..sim.defaults import DEFAULT_HW
-from .options import SimAccOpt, SimHwOpt, TraceArg
+from .options import OldEngineOpt, SimAccOpt, SimEngineOpt, SimHwOpt, TraceArg, refuse_old_engine
 from .render import print_summaries
 
 
@@ -26,10 +26,8 @@ def register(app: typer.Typer) -> None:
                                  "byte-identical requests.csv)."),
         out: Path = typer.Option(Path("runs/replay"), "--out", help="Output directory: "
                                  "requests.csv and summary.json (in DIR/<policy>/ for several policies)."),
-        engine: str = typer.Option("fast", "--engine", help="fast (default: the python iteration "
-                                   "loop, or vectorised blocks for policies with measured "
-                                   "per-step confidences), loop, block, or reference (one SimPy "
-                                   "step per iteration). All give identical results."),
+        sim_engine: SimEngineOpt = "fast",
+        engine: OldEngineOpt = None,
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve: each request "
                                          "reserves prompt + output KV tokens at admission, no "
                                          "preemption; blocks: vLLM's paged KV, blocks of the "
@@ -65,6 +63,7 @@ def register(app: typer.Typer) -> None:
         from ..errors import InputError
         from ..sim.replay import Parallel, parse_acceptance_option, parse_policies, replay_files
 
+        refuse_old_engine(engine)
         policies = parse_policies(policy)
         chosen = parse_acceptance_option(acceptance, policies)
         if parallel not in ("none", "ray", "inline"):
@@ -73,7 +72,7 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         with console.status("simulating...") as status:
             results = replay_files(trace, policies, hw, chosen, replicas=replicas, router=router,
-                                   seed=seed, engine=engine,
+                                   seed=seed, engine=sim_engine,
                                    progress=lambda p: status.update(f"simulated {p}"),
                                    kv_semantics=kv_semantics, bs_schedule=bs_schedule,
                                    parallel=par, out_dir=out, requests_format=requests_format,
