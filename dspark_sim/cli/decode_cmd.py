@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..vllm.settings import parse_server
 from .options import (ChatOpt, DeviceOpt, DrafterOpt, GammaOpt, MaxNewOpt, SeedOpt, TargetOpt,
                       TemperatureOpt, ThreadsOpt, TopKOpt, TopPOpt, VllmDrafterOpt, VllmPythonOpt,
-                      VllmServerOpt)
+                      VllmServerOpt, check_serving_engine)
 from .render import counted_progress, print_acceptance_report
 
 
@@ -215,8 +215,7 @@ def register(app: typer.Typer) -> None:
         vllm_server: VllmServerOpt = "",
     ) -> None:
         """Measure a drafter's acceptance per task; write an empirical acceptance profile and a report."""
-        if engine not in ("native", "vllm"):
-            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        check_serving_engine(engine)
         if engine == "vllm":
             if temperature != 0.0:
                 raise InputError("measure --engine vllm is greedy", field="--temperature")

@@ -8,7 +8,8 @@ import typer
 
 from ..errors import InputError
 from ..vllm.settings import parse_server
-from .options import ENGINE_HELP, PlotOpt, VllmDrafterOpt, VllmPythonOpt, VllmServerOpt
+from .options import (ENGINE_HELP, PlotOpt, VllmDrafterOpt, VllmPythonOpt, VllmServerOpt,
+                      check_serving_engine)
 from .render import counted_progress, print_drafts, print_fit, print_points, print_roofline
 
 _PRESETS_HELP = "deepseek-v3, llama-3.1-8b, qwen3-8b"
@@ -209,8 +210,7 @@ def register(app: typer.Typer) -> None:
             return
         if out is None:
             raise InputError("missing option --out (where to write the measured profile)", field="out")
-        if engine not in ("native", "vllm"):
-            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        check_serving_engine(engine)
         if engine == "vllm":
             if target is None or random_config is not None:
                 raise InputError("--engine vllm profiles a --target", field="--target")

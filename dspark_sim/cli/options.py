@@ -36,6 +36,7 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the sampling rando
 ChatOpt = Annotated[bool, typer.Option("--chat/--no-chat", help="Apply the chat template.")]
 
 # --- the serving engines (serve-replay, validate; profile and measure for --engine) ---
+SERVING_ENGINES = ("native", "vllm")
 ENGINE_HELP = ("native: this project's engine (dspark_sim/serve); vllm: a vLLM server on "
                "127.0.0.1 started from .venv-vllm (`make setup-vllm`) or --vllm-python.")
 SERVE_HW_HELP = ("Hardware profile measured for this engine on this machine (shipped name or YAML): "
@@ -130,3 +131,11 @@ def refuse_old_engine(value: Optional[str]) -> None:
                          f"{value}; one of {', '.join(SIM_ENGINES)}); --engine names a serving "
                          "engine (native or vllm) in profile, serve-replay, validate and measure",
                          field="--engine")
+
+
+def check_serving_engine(value: str) -> None:
+    """--engine of profile, serve-replay, validate and measure: native or vllm."""
+    from ..errors import InputError
+
+    if value not in SERVING_ENGINES:
+        raise InputError(f"must be native or vllm, got {value!r}", field="--engine")

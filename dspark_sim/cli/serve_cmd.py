@@ -13,7 +13,7 @@ from .options import (DEFAULT_SERVE_DRAFTER, ENGINE_HELP, SERVE_HW_HELP, AiperfO
                       PromptsOpt, ServeAccOpt, ServeChatOpt, ServeDrafterOpt, ServeHwOpt,
                       ServeSeedOpt, ServeThreadsOpt, TargetOpt, TemperatureOpt, TimeoutOpt,
                       TimeScaleOpt, TraceArg, UrlOpt, VllmBsScheduleOpt, VllmDrafterOpt,
-                      VllmPythonOpt, VllmServerOpt)
+                      VllmPythonOpt, VllmServerOpt, check_serving_engine)
 from .render import ms, print_summaries
 
 
@@ -70,6 +70,15 @@ def _validate_again(trace, policies, drafter, hw, acceptance, repeats, temperatu
     written = write_validation(v, out, meta, inputs.trace.ids, engine_written=True)
     typer.echo(markdown_table(v.table, HEADLINE))
     typer.echo("wrote " + ", ".join(str(w) for w in written))
+
+
+def _vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf, vllm_drafter, url,
+                 timeout, vllm_server, bs_schedule) -> dict:
+    """The options as dspark_sim.vllm.replay.replay_inputs takes them (after the trace,
+    policies and seed)."""
+    return dict(target=target, prompts=prompts, chat=chat, time_scale=time_scale,
+                vllm_python=vllm_python, aiperf=aiperf, drafter=vllm_drafter, url=url,
+                timeout=timeout, limits=parse_server(vllm_server), bs_schedule=bs_schedule)
 
 
 def _serve_replay_vllm(trace: Path, policies: list[str], out: Path, seed: int, **inputs) -> None:
@@ -143,14 +152,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve TRACE with the real engine on this machine (ours, or vLLM driven by AIPerf), on
         the trace's wall clock."""
-        if engine not in ("native", "vllm"):
-            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        check_serving_engine(engine)
         if engine == "vllm":
-            _serve_replay_vllm(trace, [p.strip() for p in policy.split(",") if p.strip()], out,
-                               seed, target=target, prompts=prompts, chat=chat,
-                               time_scale=time_scale, vllm_python=vllm_python, aiperf=aiperf,
-                               drafter=vllm_drafter, url=url, timeout=timeout,
-                               limits=parse_server(vllm_server), bs_schedule=bs_schedule)
+            _serve_replay_vllm(trace, [p.strip() for p in policy.split(",") if p.strip()], out, seed,
+                               **_vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf,
+                                              vllm_drafter, url, timeout, vllm_server, bs_schedule))
             return
         from rich.console import Console
         from rich.progress import Progress
@@ -218,15 +224,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve TRACE with the real engine (ours or vLLM) and simulate it; error table, spread
         and overlay plots."""
-        if engine not in ("native", "vllm"):
-            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        check_serving_engine(engine)
         if engine == "vllm":
             _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
                            acceptance, repeats, out, seed, engine_runs, kv_semantics,
-                           target=target, prompts=prompts,
-                           chat=chat, time_scale=time_scale, vllm_python=vllm_python,
-                           aiperf=aiperf, drafter=vllm_drafter, url=url, timeout=timeout,
-                           limits=parse_server(vllm_server), bs_schedule=bs_schedule)
+                           **_vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf,
+                                          vllm_drafter, url, timeout, vllm_server, bs_schedule))
             return
         hw = hw or "cpu-2core-smollm2-135m"
         if engine_runs is not None:
