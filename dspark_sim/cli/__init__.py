@@ -1,8 +1,10 @@
 """The `dspark-sim` command line: a typer app assembled from one module per room.
 
-Each command module exposes `register(app)`; commands parse options, call the library and
-print. Heavy libraries (torch, transformers) are imported inside the commands that need them,
-so `dspark-sim --help` and the simulator commands start fast.
+Each command module (`*_cmd.py`) exposes `register(app)`; commands parse options, call the
+library and print. They import options.py (the options several commands share), render.py
+(tables, number formats, progress bars) and the library, never each other
+(tests/foundation/test_cli_layers.py). Heavy libraries (torch, transformers) are imported
+inside the commands that need them, so `dspark-sim --help` and the simulator commands start fast.
 """
 from __future__ import annotations
 
