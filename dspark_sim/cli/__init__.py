@@ -25,7 +25,7 @@ app = typer.Typer(
 # Command modules register themselves here (one per room; see architecture.md).
 _COMMAND_MODULES: list[str] = ["profiles_cmd", "hardware_cmd", "traces_cmd", "sim_cmd", "decode_cmd",
                                "train_cmd", "calibrate_cmd", "serve_cmd", "sweep_cmd", "vllm_cmd", "acceptance_cmd",
-                               "recommend_cmd"]
+                               "recommend_cmd", "published_cmd"]
 
 
 def _register_all() -> None:
