@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         from rich.progress import Progress
 
         from ..published.cases import resolve_cases, shipped_cases
-        from ..published.predict import Settings, run_case
+        from ..published.predict import run_case
         from ..published.report import write_report
 
         if list_cases:
@@ -44,14 +44,15 @@ def register(app: typer.Typer) -> None:
             raise InputError("--requests-per-user >= 2, --rounds >= 0, --bootstrap >= 0",
                              field="requests-per-user")
         loaded = resolve_cases(cases or [])
-        settings = Settings(requests_per_user, rounds, bootstrap, seed)
+        effort = {"requests_per_user": requests_per_user, "rounds": rounds, "bootstrap": bootstrap,
+                  "seed": seed}
         console = Console(stderr=True)
         results = []
         with Progress(console=console, transient=True) as bar:
             for case in loaded:
                 n = len(case.loads) * (rounds + 1 + len(case.arms) - 1)
                 task = bar.add_task(case.name, total=n)
-                results.append(run_case(case, settings, lambda _label, t=task: bar.advance(t)))
+                results.append(run_case(case, effort, lambda _label, t=task: bar.advance(t)))
                 console.print(f"{case.name}: {results[-1].draft_summary}")
         meta = {"cases": [c.name for c in loaded],
                 "settings": f"requests per user {requests_per_user}, fit rounds {rounds}, "

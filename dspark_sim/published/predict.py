@@ -27,14 +27,8 @@ from ..sweep.calibrate import Calibration, FitConfig, FitResult, simulate_load
 from .cases import Arm, Case
 
 
-@dataclass(frozen=True)
-class Settings:
-    """How hard to work: the defaults are the command's, the tests use smaller ones."""
-
-    requests_per_user: int = 4
-    rounds: int = 2
-    bootstrap: int = 40
-    seed: int = 0
+# How hard to work (FitConfig fields): the command's defaults; the tests use smaller ones.
+DEFAULT_EFFORT = {"requests_per_user": 4, "rounds": 2, "bootstrap": 40, "seed": 0}
 
 
 @dataclass
@@ -56,7 +50,7 @@ def _points(case: Case, arm: Arm, acceptance: str | None) -> list[LoadPoint]:
             for c, t, u in zip(case.loads, thr, tps)]
 
 
-def fit_config(case: Case, settings: Settings) -> FitConfig:
+def fit_config(case: Case, effort: dict) -> FitConfig:
     """The case's fit: family and fixed parameters, draft costs, the closed-loop settings."""
     fam = family_from_dict({"family": case.fit.get("family", "roofline"), "fixed": case.fit.get("fix") or {},
                             "max_batch_tokens": int(case.fit.get("max_batch_tokens", 16384))},
@@ -66,11 +60,10 @@ def fit_config(case: Case, settings: Settings) -> FitConfig:
     drafts = choose_draft_costs(None, None, shares)
     drafts.origin = f"{case.draft_costs['basis']}: {case.draft_costs['how']}"
     return FitConfig(fam, name=f"{case.name}-baseline-fit", gpus=case.gpus, draft_costs=drafts,
-                     requests_per_user=settings.requests_per_user, rounds=settings.rounds,
-                     bootstrap=settings.bootstrap, seed=settings.seed)
+                     **{**DEFAULT_EFFORT, **effort})
 
 
-def run_case(case: Case, settings: Settings, progress: Callable[[str], None] | None = None) -> CaseResult:
+def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = None) -> CaseResult:
     """Fit the baseline arm, simulate every arm at every load, and tabulate."""
     with tempfile.TemporaryDirectory(prefix="dspark-case-") as tmp:
         paths = {}
@@ -80,7 +73,7 @@ def run_case(case: Case, settings: Settings, progress: Callable[[str], None] | N
                 arm.acceptance.save(path)
                 paths[arm.name] = str(path)
         base = case.arm(case.baseline)
-        cfg = fit_config(case, settings)
+        cfg = fit_config(case, effort)
         points = _points(case, base, paths.get(base.name))
         check_physical(points, case.gpus)
         note = ""
