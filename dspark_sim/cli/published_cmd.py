@@ -28,11 +28,13 @@ def register(app: typer.Typer) -> None:
         list_cases: bool = typer.Option(False, "--list", help="List the shipped cases and exit."),
     ) -> None:
         """Fit each case's baseline arm with `profile fit`, predict every speculative arm at every
-        published load with the simulator, and write the error table and overlay plots."""
+        published load with the simulator, and write the error table and overlay plots (with no
+        CASE given, the published cost models are also compared with the roofline)."""
         from rich.console import Console
         from rich.progress import Progress
 
         from ..published.cases import resolve_cases, shipped_cases
+        from ..published.cost_models import compare, load_cost_model, markdown, shipped_cost_models
         from ..published.predict import run_case
         from ..published.report import write_report
 
@@ -57,6 +59,8 @@ def register(app: typer.Typer) -> None:
         meta = {"cases": [c.name for c in loaded],
                 "settings": f"requests per user {requests_per_user}, fit rounds {rounds}, "
                             f"bootstrap {bootstrap}, seed {seed}"}
-        written = write_report(results, out, meta)
+        models = [] if cases else [(markdown(cm, rows), rows) for cm in map(load_cost_model, shipped_cost_models())
+                                   for rows in [compare(cm)]]
+        written = write_report(results, out, meta, models)
         typer.echo(written[0].read_text())
         typer.echo("wrote " + ", ".join(str(w) for w in written))

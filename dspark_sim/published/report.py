@@ -51,8 +51,10 @@ def case_markdown(res: CaseResult) -> str:
     return "\n".join(lines)
 
 
-def write_report(results: list[CaseResult], out: Path, meta: dict) -> list[Path]:
-    """table.md, table.json and one overlay PNG per case, written atomically."""
+def write_report(results: list[CaseResult], out: Path, meta: dict,
+                 cost_models: list[tuple[str, list[dict]]] = ()) -> list[Path]:
+    """table.md, table.json and one overlay PNG per case, written atomically (`cost_models`:
+    (markdown, rows) of the published cost models compared with the roofline)."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [r for res in results for r in res.rows]
     total = summary(rows)
@@ -63,8 +65,10 @@ def write_report(results: list[CaseResult], out: Path, meta: dict) -> list[Path]
                 f"speculative cells; losses on the same side {total['losses_same_side']} of "
                 f"{total['published_losses']}.", ""]
     written = [out / "table.md", out / "table.json"]
-    write_text_atomic(written[0], "\n".join(head) + "\n" + "\n".join(case_markdown(r) for r in results))
+    write_text_atomic(written[0], "\n".join(head) + "\n" + "\n".join(case_markdown(r) for r in results)
+                      + "\n" + "\n".join(md for md, _ in cost_models))
     write_json_atomic(written[1], {"meta": meta, "summary": total, "rows": rows,
+                                   "cost_models": [r for _, r in cost_models],
                                    "fits": {r.case.name: {"parameters": r.fit.params,
                                                           "uncertainty": r.fit.uncertainty,
                                                           "observed_range": r.fit.observed_range,

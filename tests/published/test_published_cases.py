@@ -86,3 +86,25 @@ def test_every_case_runs_and_its_table_regenerates_identically(tmp_path, capsys)
     # the cliff case: fixed K=7 below no speculation at 256 users is a published loss
     cliff = [r for r in table["rows"] if r["arm"] == "fixed-k7" and r["load"] == 256]
     assert cliff and cliff[0]["published_below_baseline"]
+
+
+def test_published_cost_model_is_compared_with_the_roofline(tmp_path):
+    from dspark_sim.published.cost_models import compare, load_cost_model, shipped_cost_models
+
+    paths = shipped_cost_models()
+    assert [p.name for p in paths] == ["specdecode-bench-llama31-8b-h100.cost.yaml"]
+    cm = load_cost_model(paths[0])
+    rows = compare(cm)
+    first = rows[0]                   # batch 1 at 1,024 KV tokens, the published constants by hand
+    assert first["published_step_s"] == pytest.approx(3.92645679e-08 * 1024 + 2.10103129e-05
+                                                      + 5.88590713e-03 + 1.20683946e-03)
+    assert first["published_draft_s"] == pytest.approx(2.37768493e-09 * 1024 + 8.41429603e-07 * 3
+                                                       + 2.13526175e-03)
+    assert [r["batch"] for r in rows] == [1, 8, 16, 32, 64] and all(r["roofline_step_s"] > 0 for r in rows)
+    data = yaml.safe_load(paths[0].read_text())
+    del data["target"]["c_kv"]
+    bad = tmp_path / "bad.cost.yaml"
+    bad.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(InputError) as err:
+        load_cost_model(bad)
+    assert "target.c_kv" in str(err.value) and err.value.line
