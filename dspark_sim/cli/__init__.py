@@ -27,7 +27,7 @@ app = typer.Typer(
 # Command modules register themselves here (one per room; see architecture.md).
 _COMMAND_MODULES: list[str] = ["profiles_cmd", "hardware_cmd", "traces_cmd", "sim_cmd", "decode_cmd",
                                "train_cmd", "calibrate_cmd", "serve_cmd", "sweep_cmd", "vllm_cmd", "acceptance_cmd",
-                               "recommend_cmd"]
+                               "recommend_cmd", "published_cmd"]
 # Modules whose commands join a group that a module above registers: group name -> modules.
 _SUBCOMMAND_MODULES: dict[str, list[str]] = {"profile": ["fit_cmd"]}
 
