@@ -8,9 +8,8 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .decode_cmd import DeviceOpt, TargetOpt, ThreadsOpt
-from .longrun import load_target_threads, log_line, progress_bar
-from .train_cmd import GSM8K_TRAIN
+from .options import GSM8K_TRAIN, DeviceOpt, TargetOpt, ThreadsOpt
+from .render import log_line, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -157,6 +156,7 @@ def _collect_rollouts(drafter, target, items, temperature, gamma, max_new_tokens
     from ..decode.prompts import encode_prompt
     from ..decode.sampling import Sampling
 
+    from ..decode.loading import load_target_threads
     tgt = load_target_threads(target, device, threads)
     drf = make_drafter(drafter, tgt)
     if getattr(getattr(drf, "module", None), "conf_head", None) is None:

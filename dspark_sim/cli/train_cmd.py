@@ -9,10 +9,8 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .decode_cmd import DEVICE_HELP, DeviceOpt, TargetOpt, ThreadsOpt
-from .longrun import load_target_threads, log_line, progress_bar
-
-GSM8K_TRAIN = "../shared/prompts/gsm8k/train.jsonl"
+from .options import DEVICE_HELP, GSM8K_TRAIN, DeviceOpt, TargetOpt, ThreadsOpt
+from .render import log_line, progress_bar
 
 
 def _floats(text: str, field: str) -> list[float]:
@@ -77,6 +75,7 @@ def register(app: typer.Typer) -> None:
             from ..train.selfdistill import seed_from_pack
             n_seeded = seed_from_pack(resume_from, out, chunk=batch_size)
             typer.echo(f"started {out} from {n_seeded} answers in {resume_from}")
+        from ..decode.loading import load_target_threads
         tgt = load_target_threads(target, device, threads)
         with progress_bar("distilling") as bar:
             task = bar.add_task("distill", total=len(items), info="")
@@ -215,6 +214,7 @@ def register(app: typer.Typer) -> None:
                 raise InputError("not a self-distillation directory or .npz pack", file=d,
                                  field="--data")
             read_records(d)             # a bad shard fails before the target loads
+        from ..decode.loading import load_target_threads
         tgt = load_target_threads(target, device, threads)
         torch.manual_seed(seed)
         from ..decode.target import default_taps

@@ -34,7 +34,7 @@ class Point:
     think_s: float = 0.0            # closed loop: pause between a finish and the user's next request
     max_requests: int | None = None  # only the trace's first N requests
     prefill: str = "local"          # "disaggregated": prompts prefilled elsewhere, replicas decode
-    engine: str = "fast"
+    sim_engine: str = "fast"        # the simulator's engine (sim/cluster.py ENGINES)
     kv_semantics: str = "reserve"   # "blocks": vLLM's paged KV with preemption
     schedule: str | None = None     # vllm-schedule: the batch-size schedule as vLLM's JSON
 
@@ -42,7 +42,7 @@ class Point:
         """Hash of everything the result depends on: the inputs' bytes, the point's settings
         and the simulator's source (sim_version)."""
         doc = asdict(self)
-        doc.pop("engine")           # every engine gives the same bytes
+        doc.pop("sim_engine")       # every engine gives the same bytes
         doc["trace"] = file_digest(self.trace)
         doc["hw"] = file_digest(self.hw)
         doc["acceptance"] = file_digest(self.acceptance) if self.acceptance else None
@@ -76,11 +76,11 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
 
 @lru_cache(maxsize=1)
 def sim_version() -> str:
-    """Package version + hash of the simulator's and the point metrics' source files: a change
-    to either invalidates cached points."""
+    """Package version + hash of the simulator's and the point metrics' source files (point.py
+    and the queue-growth measure of overload.py): a change to either invalidates cached points."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(__version__.encode())
-    for path in sorted((root / "sim").glob("*.py")) + [root / "sweep" / "point.py"]:
+    for path in sorted((root / "sim").glob("*.py")) + [root / "sweep" / n for n in ("point.py", "overload.py")]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return f"{__version__}+{h.hexdigest()[:12]}"

@@ -175,7 +175,7 @@ def test_replay_cli_with_vllm_semantics(tmp_path, capsys):
     assert not (tmp_path / "o2").exists()
     assert main(["replay", str(trace), "--policy", "vllm-schedule", "--hw", str(hw),
                  "--out", str(tmp_path / "o3")]) == 2
-    assert main(["replay", str(trace), "--policy", "mtp1", "--engine", "loop", "--kv-semantics",
+    assert main(["replay", str(trace), "--policy", "mtp1", "--sim-engine", "loop", "--kv-semantics",
                  "blocks", "--hw", str(hw), "--out", str(tmp_path / "o4")]) == 2
 
 
@@ -194,7 +194,7 @@ def test_sweep_cli_runs_the_vllm_policies(tmp_path):
                  "--out", str(out)]) == 0
     import pandas as pd
     results = pd.read_csv(out / "results.csv")
-    assert set(results["policy"]) == {"static-2", "vllm-schedule", "vllm-adaptive"}
+    assert set(results["policy"]) == {"ar", "static-2", "vllm-schedule", "vllm-adaptive"}   # ar always swept
     assert (results["kv_semantics"] == "blocks").all()
     sched.write_text('[[1, 3, 4],\n [2, 64, 2]]')
     assert main(["sweep", "--trace", str(trace), "--policies", "vllm-schedule", "--bs-schedule",

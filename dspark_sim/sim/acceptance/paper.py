@@ -1,5 +1,5 @@
 """Paper-derived parametric acceptance profiles (method.md section 5), and the command that
-writes them: `python -m dspark_sim.sim.paper_acceptance` (rewrites
+writes them: `python -m dspark_sim.sim.acceptance.paper` (rewrites
 dspark_sim/data/acceptance/paper-*.acceptance.json).
 
 Each task's per-position conditional acceptance alpha_k is chosen so that the expected
@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ...profiles.acceptance import AcceptanceProfile, TaskAcceptance
-from ...profiles.registry import ACCEPTANCE_DIR, ACCEPTANCE_SUFFIX
+from ...profiles.registry import ACCEPTANCE_DIR, save_profiles
 
 SOURCE = ("DSpark: Confidence-Scheduled Speculative Decoding with Semi-Autoregressive Generation "
           "(DeepSeek-AI and Peking University, 2026), offline accepted length tau at T = 1, "
@@ -70,7 +70,7 @@ def paper_profile(drafter: str, gamma: int) -> AcceptanceProfile:
              + ("" if gamma == PAPER_GAMMA else
                 f"gamma = {gamma}: the first {gamma} of the gamma = 7 rates (the paper gives no "
                 f"gamma = {gamma} offline tau). ")
-             + "Written by `python -m dspark_sim.sim.paper_acceptance`.")
+             + "Written by `python -m dspark_sim.sim.acceptance.paper`.")
     return AcceptanceProfile(
         name=f"paper-{drafter}-g{gamma}", gamma=gamma, tasks=tasks, default_task="chat",
         drafter_kind=drafter, drafter=f"{drafter} (paper-derived, parametric)",
@@ -88,7 +88,7 @@ def mtp1_profile() -> AcceptanceProfile:
         extra={"source": "DeepSeek-V3 technical report via the DSpark paper: MTP-1 second-token "
                          "acceptance 85-90% (tau about 1.85-1.9); method.md section 5",
                "notes": f"alpha_1 = {MTP1_ACCEPT} (midpoint of 85-90%), every task; tau = "
-                        f"{1 + MTP1_ACCEPT}. Written by `python -m dspark_sim.sim.paper_acceptance`."})
+                        f"{1 + MTP1_ACCEPT}. Written by `python -m dspark_sim.sim.acceptance.paper`."})
 
 
 PRODUCTION_NOTE = (
@@ -101,7 +101,7 @@ PRODUCTION_NOTE = (
     "different, smaller target. tau with all 5 verified = "
     f"{1 + sum(MTP1_ACCEPT ** k for k in range(1, 6)):.3f}. Scale it with `dspark-sim sweep "
     "--acceptance-scale` to see what the assumption moves. Written by "
-    "`python -m dspark_sim.sim.paper_acceptance`.")
+    "`python -m dspark_sim.sim.acceptance.paper`.")
 
 
 def production_profile(gamma: int = 5) -> AcceptanceProfile:
@@ -126,12 +126,7 @@ def paper_profiles() -> list[AcceptanceProfile]:
 
 def write_all(directory: Path = ACCEPTANCE_DIR) -> list[Path]:
     """Write the paper-derived profiles into `directory`."""
-    paths = []
-    for prof in paper_profiles():
-        path = Path(directory) / f"{prof.name}{ACCEPTANCE_SUFFIX}"
-        prof.save(path)
-        paths.append(path)
-    return paths
+    return save_profiles(paper_profiles(), directory)
 
 
 if __name__ == "__main__":  # pragma: no cover

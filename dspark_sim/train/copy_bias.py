@@ -3,10 +3,10 @@ held-out prompts, and write it into a copy of a checkpoint.
 
     # tau per task on the calibration prompts (GSM8K train questions never trained on, held-out
     # code and chat templates), every draft verified, for each [bigram:unigram] bias:
-    python benchmarks/copy_bias.py grid runs/train/dspark-s1-fix1200/drafter \\
+    python -m dspark_sim.train.copy_bias grid runs/train/dspark-s1-fix1200/drafter \\
         --pairs 0:0,4:0,8:0,12:0,8:2 --n 10 --out runs/copy/grid-dspark-s1.json
     # a checkpoint directory with the chosen bias in its config.json (weights copied as they are):
-    python benchmarks/copy_bias.py set runs/train/dspark-s1-fix1200/drafter \\
+    python -m dspark_sim.train.copy_bias set runs/train/dspark-s1-fix1200/drafter \\
         runs/train/dspark-s1-fix1200copy/drafter --bigram 12 --unigram 0
 
 The benchmark prompts (GSM8K test, HumanEval, MT-Bench) are never used to choose the bias.
