@@ -1,7 +1,6 @@
 """`dspark-sim generate` and `dspark-sim measure`: real speculative decoding on a real target."""
 from __future__ import annotations
 
-import json
 import platform
 import shlex
 import sys
@@ -10,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..fileio import json_text
 from ..errors import InputError
 from .vllm_cmd import (VllmDrafterOpt, VllmPythonOpt, VllmServerOpt, parse_server,
                        run_vllm_measure)
@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
             if sampling.greedy:
                 out["identical"] = ar.output_ids == gen.output_ids
         if as_json:
-            typer.echo(json.dumps(out))
+            typer.echo(json_text(out))
             return
         typer.echo(out["text"])
         line = (f"[{drf.name}, verify {verify}] {len(gen.output_ids)} tokens in {gen.steps} steps, "

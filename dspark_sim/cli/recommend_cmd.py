@@ -1,12 +1,12 @@
 """`dspark-sim recommend`: the vLLM --speculative-config the simulator finds best, per SLA."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..fileio import json_text
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 
 
@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
         rec = recommend(cfg, cache_dir=cache or out / "cache", workers=workers, show_progress=True)
         written = write_recommendation(rec, out)
         _print_table(sla_markdown(rec.sla), "max throughput per GPU meeting each SLA, every candidate")
-        typer.echo(f"derived batch-size schedule: {json.dumps(rec.schedule.to_json())}")
+        typer.echo(f"derived batch-size schedule: {json_text(rec.schedule.to_json())}")
         for c in rec.choices:
             adaptive_gain = c["adaptive_gain_vs_best_fixed"]
             if c["speculative_config"] is None:
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
                        f"{c['throughput_tok_s_per_gpu']:,.0f} tok/s/GPU; vs MTP-1 "
                        f"{_pct(c['gain_vs_mtp1'])}, vs best fixed K ({c['best_fixed']}) "
                        f"{_pct(c['gain_vs_best_fixed'])}")
-            typer.echo(f"  --speculative-config '{json.dumps(c['speculative_config'])}'")
+            typer.echo(f"  --speculative-config '{json_text(c['speculative_config'])}'")
             if adaptive_gain is not None:
                 typer.echo(f"  adaptive verification vs best fixed K: {_pct(adaptive_gain)}")
         typer.echo("wrote " + ", ".join(str(w) for w in written))

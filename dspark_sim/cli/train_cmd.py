@@ -2,12 +2,12 @@
 target (`calibrate` is in calibrate_cmd.py)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..fileio import json_text
 from ..errors import InputError
 from .decode_cmd import DEVICE_HELP, DeviceOpt, TargetOpt, ThreadsOpt
 from .longrun import load_target_threads, log_line, progress_bar
@@ -256,5 +256,5 @@ def register(app: typer.Typer) -> None:
             except ConfigMismatch as exc:
                 field = "--init-from" if init_from else "--backbone-from" if backbone_from else "--out"
                 raise InputError(str(exc), field=field) from exc
-        typer.echo(json.dumps({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))
-        typer.echo(f"validation: {json.dumps(summary['validation'])}")
+        typer.echo(json_text({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))
+        typer.echo(f"validation: {json_text(summary['validation'])}")

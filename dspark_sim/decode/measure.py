@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from ..fileio import append_json_line, write_jsonl_atomic
 from ..profiles import AcceptanceProfile, EmpiricalRequest, TaskAcceptance
 from .drafters.base import Drafter
 from .prompts import Prompt, encode_prompt
@@ -118,11 +119,8 @@ def run_measurement(target: Target, drafter: Drafter, tasks: dict[str, list[Prom
     """Measure every prompt of every task, resuming from `checkpoint` and appending to it."""
     sampling = Sampling(settings.temperature, settings.top_k, settings.top_p)
     done = _read_checkpoint(checkpoint, settings)
-    checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    with open(checkpoint, "w", encoding="utf-8") as f:       # rewrite: drops a torn tail
-        f.write(json.dumps({"settings": asdict(settings)}) + "\n")
-        for rec in done:
-            f.write(json.dumps(asdict(rec)) + "\n")
+    # rewrite (drops a torn tail), then append one record per finished prompt
+    write_jsonl_atomic(checkpoint, [{"settings": asdict(settings)}] + [asdict(r) for r in done])
     seen = {(r.task, r.source) for r in done}
     records = list(done)
     for rec in done:
@@ -135,8 +133,7 @@ def run_measurement(target: Target, drafter: Drafter, tasks: dict[str, list[Prom
             continue
         rec = measure_prompt(target, drafter, prompt, index, settings, sampling)
         records.append(rec)
-        with open(checkpoint, "a", encoding="utf-8") as f:
-            f.write(json.dumps(asdict(rec)) + "\n")
+        append_json_line(checkpoint, asdict(rec))
         if on_record:
             on_record(rec)
     return records
