@@ -112,6 +112,9 @@ def register(app: typer.Typer) -> None:
                           slas=parse_numbers(sla, "sla"), percentile=sla_percentile,
                           baseline=baseline, kv_semantics=kv_semantics,
                           schedule=schedule_text(bs_schedule))
+        from ..profiles.describe import model_mismatch_warnings
+        for warning in model_mismatch_warnings(cfg.hw, cfg.acceptance):
+            typer.echo(f"warning: {warning}", err=True)
         run_kw = dict(cache_dir=cache or out / "cache", workers=workers, executor=executor,
                       show_progress=True, ray_address=ray_address)
         if acceptance_scale is not None:

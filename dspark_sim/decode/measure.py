@@ -113,6 +113,19 @@ def _read_checkpoint(path: Path, settings: Settings) -> list[Record]:
     return records
 
 
+def checkpoint_note(path: Path, settings: Settings) -> str | None:
+    """What an existing record file means for this run: resumed (same settings) or replaced
+    (other settings); None when there is none."""
+    if not path.is_file():
+        return None
+    done = _read_checkpoint(path, settings)
+    if done:
+        return f"resuming: {len(done)} prompts already measured in {path}"
+    lines = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return (f"note: {path} holds {max(lines - 1, 0)} records measured with other settings (or "
+            f"unreadable); they are replaced")
+
+
 def run_measurement(target: Target, drafter: Drafter, tasks: dict[str, list[Prompt]],
                     settings: Settings, checkpoint: Path,
                     on_record: Callable[[Record], None] | None = None) -> list[Record]:
@@ -151,6 +164,15 @@ def _warm_up(target: Target, drafter: Drafter, settings: Settings, sampling: Sam
                          sampling=sampling, generator=torch.Generator(device=target.device))
 
 
+def task_calibration(records: list[Record], gamma: int) -> dict[str, Any] | None:
+    """Calibration of the confidences the drafter reported on one task's records, per position
+    with sample counts and bootstrap intervals over requests (calibration/positions.py); None
+    when the drafter reported none."""
+    from ..calibration.positions import request_calibration
+
+    return request_calibration([(r.confidence, r.accepted, r.verified) for r in records], gamma)
+
+
 def build_profile(records: list[Record], settings: Settings, name: str,
                   default_task: str | None = None, extra: dict[str, Any] | None = None) -> AcceptanceProfile:
     """The empirical acceptance profile of the records: per task, per request, per step."""
@@ -166,7 +188,17 @@ def build_profile(records: list[Record], settings: Settings, name: str,
     if not tasks:
         raise ValueError("no prompt produced a verification step; nothing to profile")
     default = default_task if default_task in tasks else ("chat" if "chat" in tasks else next(iter(tasks)))
+    extra = dict(extra or {})
+    calibration = {}
+    for task in tasks:
+        cal = task_calibration([r for r in records if r.task == task], settings.gamma)
+        if cal is not None:
+            calibration[task] = {"headline": cal["headline"], "positions": cal["positions"]}
+    if calibration:
+        from ..calibration.positions import METRIC
+        extra["calibration"] = {"metric": METRIC, "temperature": settings.temperature,
+                                "tasks": calibration}
     return AcceptanceProfile(name=name, gamma=settings.gamma, tasks=tasks, default_task=default,
                              drafter_kind=settings.drafter_kind, drafter=settings.drafter,
                              target=settings.target, temperature=settings.temperature,
-                             extra=dict(extra or {}))
+                             extra=extra)
