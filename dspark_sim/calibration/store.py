@@ -74,9 +74,21 @@ def read_calibration(checkpoint: str | Path) -> dict[str, Any] | None:
     path = Path(checkpoint) / CALIBRATION_FILE
     if not path.is_file():
         return None
-    doc, _ = read_json(path)
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise InputError(f"not a drafter calibration file (schema {SCHEMA})", file=path)
+    from ..profiles.validate import FieldChecker
+
+    doc, lines = read_json(path)
+    check = FieldChecker(path, lines)
+    doc = check.mapping(doc, "(document)")
+    if doc.get("schema") != SCHEMA:
+        raise check.fail("schema", f"not a drafter calibration file (schema {SCHEMA})")
+    for key, temps in check.mapping(doc.get("sts", {}), "sts").items():
+        check.number_list(temps, f"sts.{key}", 0.0, exclusive=True)
+    for key, pairs in check.mapping(doc.get("sts_copy", {}), "sts_copy").items():
+        if not isinstance(pairs, list) or any(not isinstance(p, list) or len(p) != 2 for p in pairs):
+            raise check.fail(f"sts_copy.{key}", "expected a list of [temperature, offset] pairs")
+        for i, (t, d) in enumerate(pairs):
+            check.number(t, f"sts_copy.{key}[{i}][0]", 0.0, exclusive=True)
+            check.number(d, f"sts_copy.{key}[{i}][1]")
     return doc
 
 

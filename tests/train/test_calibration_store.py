@@ -106,3 +106,19 @@ def test_a_re_export_keeps_or_marks_stale(trained, tmp_path):
     note = export_keeping_calibration(module, legacy)           # same weights: kept, moved
     assert note.startswith("kept") and usable_calibration(legacy)["sts"] == {"1.0": [0.9, 0.8, 0.7, 0.6]}
     assert json.loads((legacy / "config.json").read_text())["sts"] == {}
+
+
+def test_a_damaged_calibration_file_names_the_field(trained, tmp_path):
+    from dspark_sim.calibration.store import write_calibration
+    from dspark_sim.decode.drafters.checkpoint import save_drafter
+    from dspark_sim.errors import InputError
+    from tests.strict_json import register_input
+
+    ckpt = save_drafter(trained["dspark"][0], tmp_path / "drafter")
+    path, _ = write_calibration(ckpt, 1.0, [1.0, 1.0, 1.0, 1.0], None, {})
+    doc = json.loads(path.read_text())
+    doc["sts"]["1.0"][2] = -1
+    path.write_text(json.dumps(doc, indent=2))
+    register_input(path)
+    with pytest.raises(InputError, match=r"calibration\.sts\.json:\d+: field 'sts\.1\.0\[2\]'"):
+        usable_calibration(ckpt)
