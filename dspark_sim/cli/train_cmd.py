@@ -221,6 +221,11 @@ def register(app: typer.Typer) -> None:
                 raise InputError("not a self-distillation directory or .npz pack", file=d,
                                  field="--data")
             read_records(d)             # a bad shard fails before the target loads
+        exported = (export or out / "drafter") / WEIGHTS
+        if exported.is_file():
+            typer.echo(f"note: {exported.parent} holds an exported drafter; this run replaces it "
+                       f"(a confidence calibration beside it is kept if the weights come out the "
+                       f"same, else marked stale)", err=True)
         tgt = load_target_threads(target, device, threads)
         torch.manual_seed(seed)
         from ..decode.target import default_taps

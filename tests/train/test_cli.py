@@ -156,7 +156,8 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
              "--steps", "8", "--gamma", "4", "--draft-vocab", "64", "--seq-rank", "8",
              "--row-len", "128", "--anchors", "16", "--lr", "3e-3", *tgt]
     assert main(again) == 0
-    assert "kept the confidence calibration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "kept the confidence calibration" in err and "holds an exported drafter; this run replaces it" in err
     from dspark_sim.decode.drafters import make_drafter
     from dspark_sim.decode.loading import load_target
     tiny = load_target(str(tiny_model_dir), "cpu")
