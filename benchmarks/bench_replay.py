@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--hw", default="h200-qwen3-8b-roofline")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--core", type=int, default=0, help="CPU core to pin to (-1: no pinning)")
-    ap.add_argument("--engine", default="fast")
+    ap.add_argument("--sim-engine", default="fast", help="the simulator's engine (replay --sim-engine)")
     args = ap.parse_args()
     if args.core >= 0 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.core})
@@ -61,7 +61,7 @@ def main() -> None:
         trace = load_trace(trace_path)
         hw = load_hw_profile(args.hw)
         print(f"trace {trace_path.name if args.trace else 'Azure conversation hour (imported)'}: "
-              f"{len(trace):,} requests; hw {args.hw}; engine {args.engine}; pinned to core "
+              f"{len(trace):,} requests; hw {args.hw}; engine {args.sim_engine}; pinned to core "
               f"{args.core}; load average {os.getloadavg()[0]:.2f}")
         for policy in parse_policies(args.policy):
             acc_name = default_acceptance(policy)
@@ -69,14 +69,14 @@ def main() -> None:
             sim_s, cpu_s, replay_s, files_s, cal = [], [], [], [], []
             for _ in range(args.repeats):
                 cal.append(calibration())     # interleaved, so the load is the same
-                out = simulate(trace, policy, hw, acc, engine=args.engine)
+                out = simulate(trace, policy, hw, acc, engine=args.sim_engine)
                 sim_s.append(out.wall_s)
                 cpu_s.append(out.cpu_s)
                 t0 = time.perf_counter()
-                replay(trace, policy, hw, acc, engine=args.engine)
+                replay(trace, policy, hw, acc, engine=args.sim_engine)
                 replay_s.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                replay_files(trace_path, [policy], args.hw, engine=args.engine)
+                replay_files(trace_path, [policy], args.hw, engine=args.sim_engine)
                 files_s.append(time.perf_counter() - t0)
             req_iters = int(out.table.steps.sum() + len(trace))     # decode steps + prefill iterations
             med, cpu = statistics.median(sim_s), statistics.median(cpu_s)

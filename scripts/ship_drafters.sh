@@ -111,7 +111,7 @@ train)
       > logs/train-$kind-s$seed'"$TAG"'.log 2>&1' ;;
 ablate)   # the same DSpark checkpoints with the sequential head's bias zeroed
   for run in $(heads); do
-    .venv/bin/python benchmarks/drafter_seeds.py zero-head $RUN/$run/drafter $RUN/$run-nohead
+    .venv/bin/python -m dspark_sim.train.reports.drafter_seeds zero-head $RUN/$run/drafter $RUN/$run-nohead
   done ;;
 measure)
   items=$(runs | while read -r kind seed; do for t in 0 1; do echo "$kind-s$seed$TAG $kind $t"; done; done
@@ -162,13 +162,13 @@ speed)
   cp $RUN/speed.json docs/drafters/speed.json ;;   # the measurement ships with the table
 table)   # the seed table only where every seed of this TAG was measured here (a re-ship of one
          # drafter on a fresh checkout keeps the committed one)
-  if .venv/bin/python benchmarks/drafter_seeds.py table --measure $RUN/measure --runs $RUN \
+  if .venv/bin/python -m dspark_sim.train.reports.drafter_seeds table --measure $RUN/measure --runs $RUN \
       --seeds "$SEEDS" --tag="$TAG" --out docs/drafters/seeds${TAG}.md > logs/table-seeds.log 2>&1; then
     cat logs/table-seeds.log
   else
     echo "note: docs/drafters/seeds${TAG}.md kept: $(tail -n 1 logs/table-seeds.log)" >&2
   fi
-  .venv/bin/python benchmarks/drafters_table.py --measure $ACC --runs $RUN --run-suffix="-s${SEEDS%% *}$TAG" \
+  .venv/bin/python -m dspark_sim.train.reports.drafters_table --measure $ACC --runs $RUN --run-suffix="-s${SEEDS%% *}$TAG" \
     --out docs/drafters --speed docs/drafters/speed.json
   for t in 0 1; do cp $RUN/calibration-t$t/reliability.png docs/drafters/reliability-t$t.png; done ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;

@@ -1,8 +1,10 @@
 """The `dspark-sim` command line: a typer app assembled from one module per room.
 
-Each command module exposes `register(app)`; commands parse options, call the library and
-print. Heavy libraries (torch, transformers) are imported inside the commands that need them,
-so `dspark-sim --help` and the simulator commands start fast.
+Each command module (`*_cmd.py`) exposes `register(app)`; commands parse options, call the
+library and print. They import options.py (the options several commands share), render.py
+(tables, number formats, progress bars) and the library, never each other
+(tests/foundation/test_cli_layers.py). Heavy libraries (torch, transformers) are imported
+inside the commands that need them, so `dspark-sim --help` and the simulator commands start fast.
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ app = typer.Typer(
 # Command modules register themselves here (one per room; see architecture.md).
 _COMMAND_MODULES: list[str] = ["profiles_cmd", "hardware_cmd", "traces_cmd", "sim_cmd", "decode_cmd",
                                "train_cmd", "calibrate_cmd", "serve_cmd", "sweep_cmd", "vllm_cmd", "acceptance_cmd",
-                               "recommend_cmd"]
+                               "recommend_cmd", "published_cmd"]
+# Modules whose commands join a group that a module above registers: group name -> modules.
+_SUBCOMMAND_MODULES: dict[str, list[str]] = {"profile": ["fit_cmd"]}
 
 
 def _register_all() -> None:
@@ -34,6 +38,10 @@ def _register_all() -> None:
 
     for name in _COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(app)
+    groups = {g.name: g.typer_instance for g in app.registered_groups}
+    for group, names in _SUBCOMMAND_MODULES.items():
+        for name in names:
+            importlib.import_module(f"{__name__}.{name}").register(groups[group])
 
 
 _register_all()

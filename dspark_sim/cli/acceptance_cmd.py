@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 
 from ..errors import InputError
-
-if TYPE_CHECKING:
-    from ..vllm.acceptance_import import ImportResult
+from .render import print_acceptance_report
 
 
 def register(app: typer.Typer) -> None:
@@ -60,7 +58,7 @@ def register(app: typer.Typer) -> None:
         profile_name = name or out.name.removesuffix(".json").removesuffix(".acceptance")
         result = import_vllm(files, profile_name, kind, rule, before, model_name, drafter_kind)
         AcceptanceProfile.from_dict(result.profile.to_dict())   # the file will load back
-        print_report(result)
+        print_acceptance_report(result)
         result.profile.save(out)
         kinds = sorted({t.kind for t in result.profile.tasks.values()})
         typer.echo(f"wrote {out} ({'/'.join(kinds)}, gamma={result.profile.gamma}, "
@@ -69,24 +67,3 @@ def register(app: typer.Typer) -> None:
     acceptance.add_typer(import_app, name="import")
     app.add_typer(acceptance, name="acceptance")
 
-
-def print_report(result: "ImportResult") -> None:
-    """Per task: requests, steps, steps with drafts, vLLM's mean acceptance length, P(k | k-1)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    gamma = result.profile.gamma
-    table = Table(title="acceptance imported from vLLM (P(k | k-1) with 95% Wilson CI)")
-    for col in ("task", "requests", "steps", "spec steps", "mean acc. len"):
-        table.add_column(col, justify="left" if col == "task" else "right")
-    for k in range(gamma):
-        table.add_column(f"P({k + 1}|{k})", justify="right")
-    for r in result.reports:
-        cells = [r.task, f"{r.requests:,}" if r.steps is not None else "-",
-                 f"{r.steps:,}" if r.steps is not None else "-", f"{r.counts.num_drafts:,}",
-                 f"{r.counts.mean_acceptance_length:.3f}"]
-        cells += [f"{p.rate:.3f} [{p.ci95[0]:.3f}, {p.ci95[1]:.3f}]" for p in r.counts.positions()]
-        table.add_row(*cells)
-    Console(width=max(100, 64 + 24 * gamma)).print(table)
-    for note in result.notes:
-        typer.echo(f"note: {note}")

@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .decode_cmd import DeviceOpt, TargetOpt, ThreadsOpt
-from .longrun import load_target_threads, log_line, progress_bar
+from .options import DeviceOpt, TargetOpt, ThreadsOpt
+from .render import log_line, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -207,6 +207,7 @@ def _collect_rollouts(drafter, target, items, temperature, gamma, max_new_tokens
     import warnings
 
     from ..calibration.store import StaleCalibration
+    from ..decode.loading import load_target_threads
 
     tgt = load_target_threads(target, device, threads)
     with warnings.catch_warnings():          # the rollouts read raw confidences: a stale fit

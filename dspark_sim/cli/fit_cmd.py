@@ -35,9 +35,10 @@ def register(profile_app: typer.Typer) -> None:
                                  "the report goes beside it (.fit.md, .fit.json, .png)."),
         family: str = typer.Option("linear", "--family", help="Step-time family: linear (floor + per "
                                    "token + per context token), buckets (the same, padded to "
-                                   "CUDA-graph capture sizes), or a family YAML file."),
+                                   "CUDA-graph capture sizes), roofline (floor + max(weight_s, "
+                                   "per_token_s x B): flat, then compute-bound), or a family YAML file."),
         fix: str = typer.Option("", "--fix", help="Parameters held fixed, NAME=VALUE,... of floor_s, "
-                                "per_token_s, per_context_token_s (seconds)."),
+                                "per_token_s, per_context_token_s (and weight_s for roofline), seconds."),
         capture_sizes: Optional[str] = typer.Option(None, "--capture-sizes", help="buckets family: "
                                                     "comma-separated capture sizes [vLLM's 1,2,4,8..512]."),
         max_batch_tokens: Optional[int] = typer.Option(None, "--max-batch-tokens", help="Top of the "
@@ -51,7 +52,20 @@ def register(profile_app: typer.Typer) -> None:
                                     "local (the measured server prefilled) or disaggregated."),
         draft_time_from: Optional[str] = typer.Option(None, "--draft-time-from", help="Copy the "
                                                       "draft_time tables of this profile (name or "
-                                                      "path) [none: drafting folded into the step]."),
+                                                      "path), e.g. a measured one."),
+        roofline: Optional[str] = typer.Option(None, "--roofline", help="Analytic profile of the same "
+                                               "GPU and model (`dspark-sim roofline ... --out`, name "
+                                               "or path): its draft tables price drafting unless "
+                                               "--draft-time-from is given, and its values of the "
+                                               "family's parameters are the fit's priors."),
+        prior_spread: float = typer.Option(0.5, "--prior-spread", help="Log-normal spread of each "
+                                           "--roofline prior (0.5: x/÷ 1.65); the reported spread "
+                                           "covers it."),
+        draft_layer_share: str = typer.Option("", "--draft-layer-share", help="Without tables: price "
+                                              "drafter KIND as a share of the fitted step, "
+                                              "KIND=DRAFT_LAYERS/TARGET_LAYERS[:GAMMA],... (e.g. "
+                                              "dspark=3/43:5). With none of the three, drafting is "
+                                              "free and the command says so."),
         kv_capacity: Optional[int] = typer.Option(None, "--kv-capacity-tokens", help="KV tokens one "
                                                   "replica holds [unlimited]."),
         max_batch_requests: Optional[int] = typer.Option(None, "--max-batch-requests",
@@ -76,8 +90,11 @@ def register(profile_app: typer.Typer) -> None:
         from rich.progress import Progress
 
         from ..fileio import write_json_atomic, write_text_atomic
-        from ..hardware.curve_family import load_family
-        from ..hardware.observations import read_observations
+        import numpy as np
+
+        from ..hardware.curve_family import family_values_of, load_family
+        from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
+        from ..hardware.observations import check_physical, read_observations
         from ..profiles.hardware import HardwareProfile
         from ..profiles.registry import load_hw_profile
         from ..sweep.calibrate import Calibration, FitConfig
@@ -101,13 +118,23 @@ def register(profile_app: typer.Typer) -> None:
                                     "max_batch_tokens": fam.max_batch_tokens})
         points = read_observations(observations, policy=policy, acceptance=acceptance, gpus=gpus,
                                    prefill=prefill)
-        cfg = FitConfig(fam, name=name or out.stem, gpus=gpus,
-                        draft_from=load_hw_profile(draft_time_from) if draft_time_from else None,
+        check_physical(points, gpus)
+        if prior_spread <= 0:
+            raise InputError(f"must be > 0, got {prior_spread}", field="prior-spread")
+        roof = load_hw_profile(roofline) if roofline else None
+        priors = {k: v for k, v in family_values_of(fam, roof).items() if k in fam.free} if roof else {}
+        drafts = choose_draft_costs(load_hw_profile(draft_time_from) if draft_time_from else None,
+                                    roof, parse_layer_shares(draft_layer_share))
+        cfg = FitConfig(fam, name=name or out.stem, gpus=gpus, draft_costs=drafts,
                         kv_capacity_tokens=kv_capacity, max_batch_requests=max_batch_requests,
                         requests_per_user=requests_per_user, rounds=rounds, bootstrap=bootstrap,
-                        obs_error=obs_error, seed=seed)
+                        obs_error=obs_error, seed=seed, priors=priors, prior_spread=prior_spread)
         cal = Calibration(points, cfg)
         console = Console(stderr=True)
+        console.print(drafts.describe())
+        if priors:
+            console.print(f"priors from {roof.name}: " + ", ".join(f"{k} = {v:.4g}" for k, v in priors.items())
+                          + f" (spread x/÷ {np.exp(prior_spread):.2f})")
         groups = len({(p.policy, p.acceptance) for p in cal.loads})
         total = len(cal.loads) * (rounds + 1) + groups * frontier_points
         with Progress(console=console, transient=True) as bar:
@@ -120,9 +147,7 @@ def register(profile_app: typer.Typer) -> None:
         prof.extra = {"notes": (note + " " if note else "") +
                       "Fitted by `dspark-sim profile fit`: the step curve under which the simulator "
                       "reproduces the observations (fit.residuals). "
-                      + ("Draft tables copied from " + draft_time_from + "." if draft_time_from else
-                         "No draft_time tables: drafting cost is folded into the fitted step curve "
-                         "of the observed policy, and other drafters are priced as free."),
+                      + drafts.describe() + ".",
                       "fit": fit_block(result, cal, [str(p) for p in observations])}
         HardwareProfile.from_dict(prof.to_dict(), file=out)   # what the loader would say, before writing
         report = report_markdown(result)

@@ -7,8 +7,10 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .vllm_cmd import (ENGINE_HELP, VllmDrafterOpt, VllmPythonOpt, VllmServerOpt, parse_server,
-                       run_vllm_profile)
+from ..vllm.settings import parse_server
+from .options import (ENGINE_HELP, PlotOpt, VllmDrafterOpt, VllmPythonOpt, VllmServerOpt,
+                      check_serving_engine)
+from .render import counted_progress, print_drafts, print_fit, print_points, print_roofline
 
 _PRESETS_HELP = "deepseek-v3, llama-3.1-8b, qwen3-8b"
 _GPUS_HELP = "H100, H200, B200, H800, A100"
@@ -26,6 +28,31 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 
 def _plot_path(out: Path, plot: Optional[Path]) -> Path:
     return plot if plot is not None else out.with_suffix(".png")
+
+
+def _profile_vllm(out: Path, target: str, speculative: Optional[str], drafter: str, grid, name,
+                  seed: int, plot: Path, vllm_python: Optional[str], limits) -> None:
+    """profile --engine vllm: measure (dspark_sim/vllm/profile.py), print the fit, write."""
+    from rich.console import Console
+
+    from ..hardware.plot import plot_profile
+    from ..vllm.profile import measure_vllm_profile
+
+    console = Console()
+    with counted_progress(console) as progress:
+        run = measure_vllm_profile(target, speculative, drafter, grid, name, seed, vllm_python,
+                                   limits, note=console.print, progress=progress)
+    prof = run.profile
+    print_fit(console, run.fit)
+    if run.overheads_s:
+        console.print(f"engine overhead per iteration (outside the model): median "
+                      f"{1e3 * run.overheads_s[len(run.overheads_s) // 2]:.1f} ms")
+    if prof.draft_curves:
+        print_drafts(console, prof)
+    prof.save(out)
+    path = plot_profile(prof, plot, measurements=prof.extra["measurements"],
+                        draft_points=prof.extra.get("draft_measurements"))
+    console.print(f"wrote {out} and {path}")
 
 
 def register(app: typer.Typer) -> None:
@@ -69,11 +96,10 @@ def register(app: typer.Typer) -> None:
         name: Optional[str] = typer.Option(None, "--name", help="Profile name [from gpu, model, layout]."),
         note: str = typer.Option("", "--note", help="Text appended to the profile's notes."),
         out: Optional[Path] = typer.Option(None, "--out", help="Write the profile YAML here (atomically)."),
-        plot: Optional[Path] = typer.Option(None, "--plot", help="Plot PNG [next to --out]."),
+        plot: PlotOpt = None,
     ) -> None:
         """Analytic hardware profile: roofline step and draft times of MODEL on GPU, every assumption written in."""
         from rich.console import Console
-        from rich.table import Table
 
         from ..hardware.analytic_profile import analytic_profile
         from ..hardware.gpus import get_gpu
@@ -97,15 +123,8 @@ def register(app: typer.Typer) -> None:
         if note:
             profile.extra["notes"] += " " + note
 
-        table = Table(title=f"{name}: {profile.device}")
-        for col in ("batch tokens", "step ms", "SPS", "tokens/s per GPU"):
-            table.add_column(col, justify="right")
-        for b in profile.step_curve.x:
-            if b in (1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096) or b == profile.step_curve.x[-1]:
-                t = profile.step_time(b)
-                table.add_row(f"{int(b)}", f"{t * 1e3:.2f}", f"{1 / t:.1f}", f"{b / t / roof.gpus:,.0f}")
         console = Console()
-        console.print(table)
+        print_roofline(console, profile, roof.gpus)
         console.print(f"per_context_token_s = {profile.per_context_token_s:.3e} "
                       f"(at {verify_width} query tokens per request); KV capacity "
                       f"{profile.kv_capacity_tokens:,} tokens; weights "
@@ -173,7 +192,7 @@ def register(app: typer.Typer) -> None:
                                           "[the detected CUDA GPU; none on CPU]."),
         name: Optional[str] = typer.Option(None, "--name", help="Profile name [from device and model]."),
         seed: int = typer.Option(0, "--seed", help="Seed of the random token ids and weights."),
-        plot: Optional[Path] = typer.Option(None, "--plot", help="Plot PNG [next to --out]."),
+        plot: PlotOpt = None,
         engine: str = typer.Option("native", "--engine", help=ENGINE_HELP),
         speculative: Optional[str] = typer.Option(None, "--speculative", help="vllm engine: also "
                                                   "time verify steps under this policy (static-K "
@@ -191,21 +210,22 @@ def register(app: typer.Typer) -> None:
             return
         if out is None:
             raise InputError("missing option --out (where to write the measured profile)", field="out")
-        if engine not in ("native", "vllm"):
-            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        check_serving_engine(engine)
         if engine == "vllm":
             if target is None or random_config is not None:
                 raise InputError("--engine vllm profiles a --target", field="--target")
+            from ..vllm.profile import VLLMGrid
+
             repeats = 2 if repeats is None else repeats
             if repeats < 1 or warmup < 0 or decode_steps < 4:
                 raise InputError("--repeats >= 1, --warmup >= 0, --decode-steps >= 4", field="repeats")
-            run_vllm_profile(out, target, speculative, vllm_drafter,
-                             _int_list(batches or "1,2,4,8,16", "batches"),
-                             _int_list(contexts or "128,512", "contexts"),
-                             _int_list(prefill_chunks if prefill_chunks is not None else "64,128,256,512",
-                                       "prefill-chunks"),
-                             decode_steps, repeats, warmup, name, seed,
-                             _plot_path(out, plot), vllm_python, parse_server(vllm_server))
+            grid = VLLMGrid(_int_list(batches or "1,2,4,8,16", "batches"),
+                            _int_list(contexts or "128,512", "contexts"),
+                            _int_list(prefill_chunks if prefill_chunks is not None else "64,128,256,512",
+                                      "prefill-chunks"),
+                            decode_steps, repeats, warmup)
+            _profile_vllm(out, target, speculative, vllm_drafter, grid, name, seed,
+                          _plot_path(out, plot), vllm_python, parse_server(vllm_server))
             return
         from rich.console import Console
         from rich.progress import Progress
@@ -295,57 +315,13 @@ def register(app: typer.Typer) -> None:
             else:
                 prof, fit = measure_profile(tgt.model, grid, device, name, model_name, seed, roof,
                                             progress=advance, prefill_curve=prefill_curve)
-        _print_points(console, prof.extra)
+        print_points(console, prof.extra)
         print_drafts(console, prof)
-        summary = fit.summary()
-        console.print(f"fit: {summary['within_spread']}/{summary['points']} points within their "
-                      f"p10-p90 spread; median |error| {summary['median_abs_rel_error']:.1%}, max "
-                      f"{summary['max_abs_rel_error']:.1%}; per_context_token_s = "
-                      f"{fit.per_context_token_s:.3e}")
+        print_fit(console, fit)
         prof.save(out)
         path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"],
                             draft_points=prof.extra.get("draft_measurements"))
         console.print(f"wrote {out} and {path}")
 
-    from . import fit_cmd
-
-    fit_cmd.register(profile_app)
     app.add_typer(profile_app, name="profile")
 
-
-def print_drafts(console, prof) -> None:
-    from rich.table import Table
-
-    points = prof.extra.get("draft_measurements")
-    if not points:
-        return
-    table = Table(title="draft step per iteration (ms; per_draft: per sequential draft)")
-    for col in ("kind", "R", "drafts", "ctx", "median", "p10-p90", "profile"):
-        table.add_column(col, justify="right")
-    for m in points:
-        table.add_row(m["kind"], str(m["requests"]), str(m["width"]), str(m["context"]),
-                      f"{m['median_s'] * 1e3:.2f}", f"{m['p10_s'] * 1e3:.2f}-{m['p90_s'] * 1e3:.2f}",
-                      f"{prof.draft_time(m['kind'], m['requests'], 1 if m['per_draft'] else m['width']) * 1e3:.2f}"
-                      + (" /draft" if m["per_draft"] else ""))
-    console.print(table)
-
-
-def _print_points(console, extra: dict) -> None:
-    from rich.table import Table
-
-    analytic = {(r["op"], r["requests"], r["width"], r["context"]): r["analytic_s"]
-                for r in extra.get("analytic_comparison", {}).get("points", [])}
-    table = Table(title="measured points (ms)")
-    cols = ["op", "R", "w", "ctx", "median", "p10-p90", "fit", "fit err"]
-    cols += ["analytic", "analytic/measured"] if analytic else []
-    for col in cols:
-        table.add_column(col, justify="right")
-    for m in extra["measurements"]:
-        row = [m["op"], str(m["requests"]), str(m["width"]), str(m["context"]),
-               f"{m['median_s'] * 1e3:.3f}", f"{m['p10_s'] * 1e3:.3f}-{m['p90_s'] * 1e3:.3f}",
-               f"{m['predicted_s'] * 1e3:.3f}", f"{m['rel_error']:+.1%}"]
-        key = (m["op"], m["requests"], m["width"], m["context"])
-        if analytic:
-            row += [f"{analytic[key] * 1e3:.3f}", f"{analytic[key] / m['median_s']:.2f}"]
-        table.add_row(*row)
-    console.print(table)

@@ -8,6 +8,8 @@ import typer
 
 from ..fileio import json_text
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
+from .options import RequestsOpt, SimHwOpt, SlasOpt
+from .render import print_markdown
 
 
 def _pct(gain) -> str:
@@ -19,11 +21,11 @@ def register(app: typer.Typer) -> None:
     def recommend_cmd(
         trace: Path = typer.Option(..., "--trace", help="Trace JSONL whose request lengths and "
                                    "tasks the closed-loop users send."),
-        sla: str = typer.Option("80,120", "--sla", help="SLAs in tok/s/user, comma-separated."),
+        sla: SlasOpt = "80,120",
         sla_percentile: str = typer.Option("50", "--sla-percentile", help="A load meets an SLA "
                                            "when this percentile of tok/s/user (0-100, or mean) "
                                            "reaches it."),
-        hw: str = typer.Option(DEFAULT_HW, "--hw", help="Hardware profile: shipped name or YAML path."),
+        hw: SimHwOpt = DEFAULT_HW,
         acceptance: str = typer.Option(DEFAULT_ACCEPTANCE, "--acceptance", help="Acceptance profile "
                                        "of the drafter to configure (name or path); its "
                                        "drafter_kind gives vLLM's method."),
@@ -35,8 +37,7 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(1, "--seeds", help="Seeds per load."),
         requests_per_user: int = typer.Option(16, "--requests-per-user", help="Requests each "
                                               "user sends."),
-        requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's "
-                                               "first N requests."),
+        requests: RequestsOpt = None,
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve (prompt + "
                                          "output at admission) or blocks (vLLM's paged KV with "
                                          "preemption; slower engine)."),
@@ -56,7 +57,6 @@ def register(app: typer.Typer) -> None:
         from ..sweep.frontier import sla_markdown
         from ..sweep.recommend import RecommendConfig, recommend, write_recommendation
         from ..sweep.spec import parse_numbers, parse_range
-        from .sweep_cmd import _print_table
 
         cfg = RecommendConfig(trace=str(trace), slas=parse_numbers(sla, "sla"), hw=hw,
                               acceptance=acceptance, mtp1_acceptance=mtp1_acceptance,
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
                               kv_semantics=kv_semantics, adaptive=adaptive, min_gain=min_gain)
         rec = recommend(cfg, cache_dir=cache or out / "cache", workers=workers, show_progress=True)
         written = write_recommendation(rec, out)
-        _print_table(sla_markdown(rec.sla), "max throughput per GPU meeting each SLA, every candidate")
+        print_markdown(sla_markdown(rec.sla), "max throughput per GPU meeting each SLA, every candidate")
         typer.echo(f"derived batch-size schedule: {json_text(rec.schedule.to_json())}")
         for c in rec.choices:
             adaptive_gain = c["adaptive_gain_vs_best_fixed"]

@@ -3,46 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 import typer
 
 from ..errors import InputError
-from .decode_cmd import DEVICE_HELP, DRAFTER_HELP, TARGET_HELP
-from .vllm_cmd import (AiperfOpt, BsScheduleOpt, ENGINE_HELP, TimeoutOpt, UrlOpt, VllmDrafterOpt,
-                       VllmPythonOpt, VllmServerOpt, parse_server, run_vllm_serve_replay,
-                       run_vllm_validate)
-
-HW_HELP = ("Hardware profile measured for this engine on this machine (shipped name or YAML): "
-           "its SPS(B) drives Algorithm 1 and goodput, its limits (max_batch_tokens, "
-           "max_batch_requests, kv_capacity_tokens) bound the batches.")
-ACC_HELP = ("Acceptance profile measured with the same drafter (name or path), or POLICY=ACC,...; "
-            "the engine uses its task means where the drafter has no confidence head. Default: the "
-            "shipped smollm2-135m-<drafter>-g<G>-t<T> profile.")
-
-TraceArg = Annotated[Path, typer.Argument(metavar="TRACE", help="Trace JSONL (formats.md).")]
-TargetOpt = Annotated[str, typer.Option("--target", help=TARGET_HELP)]
-DEFAULT_SERVE_DRAFTER = "dspark"
-DrafterOpt = Annotated[str, typer.Option("--drafter", help=DRAFTER_HELP + " Default: dspark, the "
-                                         "DSpark checkpoint shipped for the embedded target "
-                                         "(dspark_sim/data/drafters/dspark); its acceptance "
-                                         "profile smollm2-135m-dspark-g7-t0 is the default "
-                                         "--acceptance.")]
-HwOpt = Annotated[str, typer.Option("--hw", help=HW_HELP)]
-AccOpt = Annotated[Optional[str], typer.Option("--acceptance", help=ACC_HELP)]
-PromptsOpt = Annotated[Optional[str], typer.Option(
-    "--prompts", help="Prompt sets by task for the requests' text: NAME=FILE, built-in NAME "
-    "(math, code, chat) or FILE, comma-separated [the built-in math, code and chat sets; other "
-    "tasks use chat].")]
-ChatOpt = Annotated[bool, typer.Option("--chat/--no-chat", help="Wrap prompts in the chat template.")]
-ScaleOpt = Annotated[float, typer.Option("--time-scale", help="Divide arrival times by this "
-                                         "(> 1 replays the trace faster).")]
-TempOpt = Annotated[float, typer.Option("--temperature", help="0 = greedy; > 0 samples.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of prompt choice, sampling and the "
-                                      "simulator's acceptance draws.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
-ThreadsOpt = Annotated[int, typer.Option("--threads", help="torch CPU threads (use the profile's "
-                                         "setting; 1 on a shared machine).")]
+from ..vllm.settings import parse_server
+from .options import (DEFAULT_SERVE_DRAFTER, ENGINE_HELP, SERVE_HW_HELP, AiperfOpt, DeviceOpt,
+                      PromptsOpt, ServeAccOpt, ServeChatOpt, ServeDrafterOpt, ServeHwOpt,
+                      ServeSeedOpt, ServeThreadsOpt, TargetOpt, TemperatureOpt, TimeoutOpt,
+                      TimeScaleOpt, TraceArg, UrlOpt, VllmBsScheduleOpt, VllmDrafterOpt,
+                      VllmPythonOpt, VllmServerOpt, check_serving_engine)
+from .render import ms, print_summaries
 
 
 def _engine_setup(trace, policy, target, drafter, hw, acceptance, prompts, chat, time_scale,
@@ -100,6 +72,54 @@ def _validate_again(trace, policies, drafter, hw, acceptance, repeats, temperatu
     typer.echo("wrote " + ", ".join(str(w) for w in written))
 
 
+def _vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf, vllm_drafter, url,
+                 timeout, vllm_server, bs_schedule) -> dict:
+    """The options as dspark_sim.vllm.replay.replay_inputs takes them (after the trace,
+    policies and seed)."""
+    return dict(target=target, prompts=prompts, chat=chat, time_scale=time_scale,
+                vllm_python=vllm_python, aiperf=aiperf, drafter=vllm_drafter, url=url,
+                timeout=timeout, limits=parse_server(vllm_server), bs_schedule=bs_schedule)
+
+
+def _serve_replay_vllm(trace: Path, policies: list[str], out: Path, seed: int, **inputs) -> None:
+    """serve-replay --engine vllm (dspark_sim/vllm/replay.py): the table and the replay's
+    send-time error per policy."""
+    from rich.console import Console
+
+    from ..vllm.replay import serve_replay
+
+    with Console(stderr=True).status("vLLM") as status:
+        results, dirs = serve_replay(trace, policies, out, seed, status=lambda s: status.update(s),
+                                     **inputs)
+    print_summaries([r[0].summary for r in results.values()])
+    for pol, runs in results.items():
+        f = runs[0].summary["replay_fidelity"]
+        typer.echo(f"{pol}: {f['records']}/{f['requests']} requests recorded, send-time error median "
+                   f"{ms(f['send_error_s']['median'])} / p99 {ms(f['send_error_s']['p99'])}")
+    typer.echo("wrote " + ", ".join(str(d) for d in dirs))
+
+
+def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptance: Optional[str],
+                   repeats: int, out: Path, seed: int, engine_runs: Optional[Path],
+                   kv_semantics: str, **inputs) -> None:
+    """validate --engine vllm (dspark_sim/vllm/validate.py): the error table."""
+    import shlex
+    import sys
+
+    from rich.console import Console
+
+    from ..serve.validate import HEADLINE, markdown_table
+    from ..vllm.validate import validate_on_vllm
+
+    command = "dspark-sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    with Console(stderr=True).status("vLLM") as status:
+        v, written = validate_on_vllm(trace, policies, hw, acceptance, repeats, out, seed, engine_runs,
+                                      kv_semantics, command, status=lambda s: status.update(s),
+                                      **inputs)
+    typer.echo(markdown_table(v.table, HEADLINE + ("ttft_s.p50", "tps_user.p10", "ttft_s.p99")))
+    typer.echo("wrote " + ", ".join(str(w) for w in written))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("serve-replay")
     def serve_replay(
@@ -108,16 +128,16 @@ def register(app: typer.Typer) -> None:
                                    "served one after another: ar, mtp1, static-K, dspark, "
                                    "dspark-lagged, goodput (oracle is simulator-only)."),
         target: TargetOpt = "embedded",
-        drafter: DrafterOpt = DEFAULT_SERVE_DRAFTER,
-        hw: HwOpt = "cpu-2core-smollm2-135m",
-        acceptance: AccOpt = None,
+        drafter: ServeDrafterOpt = DEFAULT_SERVE_DRAFTER,
+        hw: ServeHwOpt = "cpu-2core-smollm2-135m",
+        acceptance: ServeAccOpt = None,
         prompts: PromptsOpt = None,
-        chat: ChatOpt = True,
-        time_scale: ScaleOpt = 1.0,
-        temperature: TempOpt = 0.0,
-        seed: SeedOpt = 0,
+        chat: ServeChatOpt = True,
+        time_scale: TimeScaleOpt = 1.0,
+        temperature: TemperatureOpt = 0.0,
+        seed: ServeSeedOpt = 0,
         device: DeviceOpt = "cpu",
-        threads: ThreadsOpt = 1,
+        threads: ServeThreadsOpt = 1,
         out: Path = typer.Option(Path("runs/serve"), "--out", help="Output directory: requests.csv, "
                                  "summary.json, outputs.jsonl, iterations.csv (in DIR/<policy>/ "
                                  "for several policies)."),
@@ -128,24 +148,20 @@ def register(app: typer.Typer) -> None:
         vllm_drafter: VllmDrafterOpt = "ngram",
         timeout: TimeoutOpt = None,
         vllm_server: VllmServerOpt = "",
-        bs_schedule: BsScheduleOpt = None,
+        bs_schedule: VllmBsScheduleOpt = None,
     ) -> None:
         """Serve TRACE with the real engine on this machine (ours, or vLLM driven by AIPerf), on
         the trace's wall clock."""
-        if engine not in ("native", "vllm"):
-            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        check_serving_engine(engine)
         if engine == "vllm":
-            run_vllm_serve_replay(trace, [p.strip() for p in policy.split(",") if p.strip()], out,
-                                  seed, target=target, prompts=prompts, chat=chat,
-                                  time_scale=time_scale, vllm_python=vllm_python, aiperf=aiperf,
-                                  drafter=vllm_drafter, url=url, timeout=timeout,
-                                  limits=parse_server(vllm_server), bs_schedule=bs_schedule)
+            _serve_replay_vllm(trace, [p.strip() for p in policy.split(",") if p.strip()], out, seed,
+                               **_vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf,
+                                              vllm_drafter, url, timeout, vllm_server, bs_schedule))
             return
         from rich.console import Console
         from rich.progress import Progress
 
         from ..serve.engine import serve, write_serve_results
-        from .sim_cmd import summary_table
 
         inputs, tgt, drf, gamma, ids, sampling = _engine_setup(
             trace, policy, target, drafter, hw, acceptance, prompts, chat, time_scale,
@@ -161,7 +177,7 @@ def register(app: typer.Typer) -> None:
                                      hw_name=inputs.hw_name, acceptance_name=acc_name,
                                      progress=lambda n, task=task: bar.update(task, completed=n)))
         written = write_serve_results(results, inputs.trace.ids, out)
-        Console(width=max(100, 28 + 16 * len(results))).print(summary_table([r.summary for r in results]))
+        print_summaries([r.summary for r in results])
         typer.echo("wrote " + ", ".join(str(w) for w in written))
 
     @app.command("validate")
@@ -171,21 +187,21 @@ def register(app: typer.Typer) -> None:
                                      help="Comma-separated policies to validate (oracle is "
                                      "simulator-only)."),
         target: TargetOpt = "embedded",
-        drafter: DrafterOpt = DEFAULT_SERVE_DRAFTER,
-        hw: Optional[str] = typer.Option(None, "--hw", help=HW_HELP + " [native: "
+        drafter: ServeDrafterOpt = DEFAULT_SERVE_DRAFTER,
+        hw: Optional[str] = typer.Option(None, "--hw", help=SERVE_HW_HELP + " [native: "
                                          "cpu-2core-smollm2-135m; vllm: cpu-2core-smollm2-135m-vllm, "
                                          "measured with `profile --engine vllm`]"),
-        acceptance: AccOpt = None,
+        acceptance: ServeAccOpt = None,
         repeats: int = typer.Option(3, "--repeats", help="Engine runs per policy (interleaved; on "
                                     "vLLM consecutive on one warm server per policy) and simulator "
                                     "seeds: the engine's run-to-run spread."),
         prompts: PromptsOpt = None,
-        chat: ChatOpt = True,
-        time_scale: ScaleOpt = 1.0,
-        temperature: TempOpt = 0.0,
-        seed: SeedOpt = 0,
+        chat: ServeChatOpt = True,
+        time_scale: TimeScaleOpt = 1.0,
+        temperature: TemperatureOpt = 0.0,
+        seed: ServeSeedOpt = 0,
         device: DeviceOpt = "cpu",
-        threads: ThreadsOpt = 1,
+        threads: ServeThreadsOpt = 1,
         out: Path = typer.Option(Path("runs/validate"), "--out", help="Output directory: "
                                  "validation.md / .json (error table), overlay.png, engine/ and sim/ runs."),
         engine: str = typer.Option("native", "--engine", help=ENGINE_HELP + " With vllm, a "
@@ -197,7 +213,7 @@ def register(app: typer.Typer) -> None:
         vllm_drafter: VllmDrafterOpt = "ngram",
         timeout: TimeoutOpt = None,
         vllm_server: VllmServerOpt = "",
-        bs_schedule: BsScheduleOpt = None,
+        bs_schedule: VllmBsScheduleOpt = None,
         engine_runs: Optional[Path] = typer.Option(None, "--engine-runs", help="Do not serve; "
                                                    "simulate again (e.g. with another --hw) against "
                                                    "the runs an earlier validate wrote in this "
@@ -208,15 +224,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve TRACE with the real engine (ours or vLLM) and simulate it; error table, spread
         and overlay plots."""
-        if engine not in ("native", "vllm"):
-            raise InputError(f"must be native or vllm, got {engine!r}", field="--engine")
+        check_serving_engine(engine)
         if engine == "vllm":
-            run_vllm_validate(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
-                              acceptance, repeats, out, seed, engine_runs, kv_semantics,
-                              target=target, prompts=prompts,
-                              chat=chat, time_scale=time_scale, vllm_python=vllm_python,
-                              aiperf=aiperf, drafter=vllm_drafter, url=url, timeout=timeout,
-                              limits=parse_server(vllm_server), bs_schedule=bs_schedule)
+            _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
+                           acceptance, repeats, out, seed, engine_runs, kv_semantics,
+                           **_vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf,
+                                          vllm_drafter, url, timeout, vllm_server, bs_schedule))
             return
         hw = hw or "cpu-2core-smollm2-135m"
         if engine_runs is not None:

@@ -7,14 +7,10 @@ from typing import Optional
 
 import typer
 
-from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
-
-_ACC_HELP = ("Acceptance profile for every speculative policy (name or path), or POLICY=ACC,... "
-             f"per policy. Default: {DEFAULT_MTP1_ACCEPTANCE} for mtp1, {DEFAULT_ACCEPTANCE} for the others.")
-_POLICY_HELP = ("Comma-separated policies: ar, mtp1, static-K, dspark, dspark-lagged, goodput, oracle, "
-                "vllm-schedule (with --bs-schedule), vllm-adaptive.")
-_PREFILL_HELP = ("local: replicas prefill the prompts too (chunked prefill); disaggregated: "
-                 "prompts are prefilled elsewhere and the replicas only decode (TTFT = queueing).")
+from ..sim.defaults import DEFAULT_HW
+from .options import (PoliciesOpt, PrefillOpt, RequestsOpt, SimAccOpt, SimHwOpt, SlasOpt,
+                      WorkersOpt)
+from .render import print_markdown
 
 
 def schedule_text(text_or_path: str | None) -> str | None:
@@ -28,23 +24,14 @@ def schedule_text(text_or_path: str | None) -> str | None:
     return schedule_source(text_or_path)
 
 
-def _print_table(markdown: str, title: str) -> None:
-    from rich.console import Console
-    from rich.markdown import Markdown
-
-    console = Console(width=160)
-    console.print(f"[bold]{title}[/bold]")
-    console.print(Markdown(markdown))
-
-
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep_cmd(
         trace: Path = typer.Option(..., "--trace", help="Trace JSONL: arrivals (rate load) or the "
                                    "request lengths and tasks the users send (concurrency load)."),
-        policies: str = typer.Option("mtp1,static-3,dspark", "--policies", help=_POLICY_HELP),
-        hw: str = typer.Option(DEFAULT_HW, "--hw", help="Hardware profile: shipped name or YAML path."),
-        acceptance: Optional[str] = typer.Option(None, "--acceptance", help=_ACC_HELP),
+        policies: PoliciesOpt = "mtp1,static-3,dspark",
+        hw: SimHwOpt = DEFAULT_HW,
+        acceptance: SimAccOpt = None,
         load: str = typer.Option("concurrency", "--load", help="concurrency: a closed loop of C "
                                  "users (each sends its next request when the previous one "
                                  "finishes); rate: the trace's arrivals sped up by a factor."),
@@ -53,7 +40,7 @@ def register(app: typer.Typer) -> None:
                                                  "users (default 1 to the profile's "
                                                  "max_batch_requests x replicas) or rate factors "
                                                  "(default 0.25,4)."),
-        sla: str = typer.Option("80,120", "--sla", help="SLAs in tok/s/user, comma-separated."),
+        sla: SlasOpt = "80,120",
         sla_percentile: str = typer.Option("50", "--sla-percentile", help="A point meets an SLA "
                                            "when this percentile of its requests' tok/s/user is >= "
                                            "the SLA (50: the median request; 10: 90% of requests), "
@@ -69,9 +56,8 @@ def register(app: typer.Typer) -> None:
                                    "requests left out of the metrics."),
         think: float = typer.Option(0.0, "--think", help="Concurrency load: seconds a user waits "
                                     "between a finish and its next request."),
-        requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's first "
-                                               "N requests."),
-        prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
+        requests: RequestsOpt = None,
+        prefill: PrefillOpt = "local",
         baseline: str = typer.Option("mtp1", "--baseline", help="Policy the gains are relative to."),
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve (prompt + "
                                          "output KV at admission) or blocks (vLLM's paged KV with "
@@ -79,7 +65,7 @@ def register(app: typer.Typer) -> None:
         bs_schedule: Optional[str] = typer.Option(None, "--bs-schedule", help="vllm-schedule's "
                                                   "batch-size schedule: vLLM's JSON (text or "
                                                   "file), as for replay."),
-        workers: int = typer.Option(2, "--workers", help="Parallel worker processes (or Ray CPUs)."),
+        workers: WorkersOpt = 2,
         executor: str = typer.Option("local", "--executor", help="local (processes) or ray "
                                      "(pip install 'dspark-sim[ray]')."),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address "
@@ -124,7 +110,7 @@ def register(app: typer.Typer) -> None:
             scaled = parse_policies(scale_policies) if scale_policies else [p for p in pols if p != "ar"]
             table, results = run_sensitivity(cfg, factors, out, scaled, **run_kw)
             written = write_sensitivity(table, scaled, out, f"{trace.name} on {Path(str(hw)).stem}")
-            _print_table(sensitivity_markdown(table, scaled), "SLA throughput vs scaled acceptance")
+            print_markdown(sensitivity_markdown(table, scaled), "SLA throughput vs scaled acceptance")
             typer.echo(f"{sum(len(r.results) for r in results)} points: "
                        f"{sum(r.computed for r in results)} simulated, "
                        f"{sum(r.wall_s for r in results):.1f} s")
@@ -132,7 +118,7 @@ def register(app: typer.Typer) -> None:
             return
         result = run_sweep(cfg, **run_kw)
         written = write_sweep(result, out)
-        _print_table(sla_markdown(result.sla), f"max throughput per GPU meeting each SLA "
+        print_markdown(sla_markdown(result.sla), f"max throughput per GPU meeting each SLA "
                      f"(tok/s/user {stat_label(cfg.percentile)}), {load} load, {prefill} prefill")
         typer.echo(f"{len(result.results)} points: {result.cached} from the cache, "
                    f"{result.computed} simulated, {result.wall_s:.1f} s")
@@ -147,21 +133,20 @@ def register(app: typer.Typer) -> None:
         ttft_p99: float = typer.Option(30.0, "--ttft-p99", help="Bound on TTFT p99 in seconds; "
                                        "it also rejects replica counts that cannot keep up (their "
                                        "queue, and TTFT, grow through the trace)."),
-        policies: str = typer.Option("mtp1,static-3,dspark", "--policies", help=_POLICY_HELP),
-        hw: str = typer.Option(DEFAULT_HW, "--hw", help="Hardware profile: shipped name or YAML path."),
-        acceptance: Optional[str] = typer.Option(None, "--acceptance", help=_ACC_HELP),
+        policies: PoliciesOpt = "mtp1,static-3,dspark",
+        hw: SimHwOpt = DEFAULT_HW,
+        acceptance: SimAccOpt = None,
         rate_scale: float = typer.Option(1.0, "--rate-scale", help="Serve the trace's arrivals sped "
                                          "up by this factor (2: traffic doubles)."),
         router: str = typer.Option("least-outstanding", "--router", help="rr or least-outstanding."),
         seeds: int = typer.Option(1, "--seeds", help="A count passes only if every seed passes."),
         max_replicas: int = typer.Option(1024, "--max-replicas", help="Largest count tried."),
-        requests: Optional[int] = typer.Option(None, "--requests", help="Use only the trace's first "
-                                               "N requests."),
-        prefill: str = typer.Option("local", "--prefill", help=_PREFILL_HELP),
+        requests: RequestsOpt = None,
+        prefill: PrefillOpt = "local",
         baseline: str = typer.Option("mtp1", "--baseline", help="Policy the savings are relative to."),
         gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="Price of one "
                                                       "GPU-hour, for a cost column."),
-        workers: int = typer.Option(2, "--workers", help="Parallel worker processes (or Ray CPUs)."),
+        workers: WorkersOpt = 2,
         executor: str = typer.Option("local", "--executor", help="local (processes) or ray."),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address."),
         cache: Optional[Path] = typer.Option(None, "--cache", help="Per-evaluation result cache "
@@ -190,7 +175,7 @@ def register(app: typer.Typer) -> None:
         write_text_atomic(out / "plan.md", markdown)
         write_json_atomic(out / "plan.json", {"cached": result.cached, "computed": result.computed,
                                               "wall_s": result.wall_s, **vars(cfg)})
-        _print_table(markdown, f"replicas serving {trace.name} x{rate_scale:g} at {sla:g} tok/s/user "
+        print_markdown(markdown, f"replicas serving {trace.name} x{rate_scale:g} at {sla:g} tok/s/user "
                      f"({stat_label(cfg.percentile)}), TTFT p99 <= {ttft_p99:g} s")
         typer.echo(f"{len(result.evaluations)} evaluations: {result.cached} from the cache, "
                    f"{result.computed} simulated, {result.wall_s:.1f} s")

@@ -8,6 +8,7 @@ import typer
 
 from ..fileio import json_text
 from ..errors import InputError
+from .render import print_trace_stats
 
 
 def _check_positive(value: float | None, name: str) -> None:
@@ -157,25 +158,13 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     ) -> None:
         """Count, span, rate, CV of gaps, prompt/output mean/p50/p90/p99, per-task counts."""
-        from rich.console import Console
-        from rich.table import Table
-
         from ..traces.importers import read_any
-        from ..traces.stats import STAT_ROWS, stat_value, trace_stats
+        from ..traces.stats import STAT_ROWS, trace_stats
 
         results = [trace_stats(read_any(p)) for p in paths]
         if as_json:
             typer.echo(json_text(results if len(results) > 1 else results[0], indent=2))
             return
-        table = Table(title="trace statistics")
-        table.add_column("")
-        for path in paths:
-            table.add_column(path.name, justify="right")
-        for label, key, fmt in STAT_ROWS:
-            table.add_row(label, *[fmt.format(stat_value(s, key)) for s in results])
-        tasks = sorted({t for s in results for t in s["tasks"]})
-        for t in tasks:
-            table.add_row(f"task {t}", *[f"{s['tasks'].get(t, 0):,}" for s in results])
-        Console(width=max(80, 24 + 18 * len(paths))).print(table)
+        print_trace_stats([p.name for p in paths], results, STAT_ROWS)
 
     app.add_typer(trace, name="trace")

@@ -9,8 +9,8 @@ import typer
 
 from ..fileio import json_text
 from ..errors import InputError
-from .decode_cmd import DEVICE_HELP, DeviceOpt, TargetOpt, ThreadsOpt
-from .longrun import load_target_threads, log_line, progress_bar
+from .options import DEVICE_HELP, DeviceOpt, TargetOpt, ThreadsOpt
+from .render import log_line, progress_bar
 
 SHIPPED_DATA = "smollm2-135m-selfdistill-full.npz"    # in dspark_sim/data/distill/
 
@@ -78,6 +78,7 @@ def register(app: typer.Typer) -> None:
             from ..train.selfdistill import seed_from_pack
             n_seeded = seed_from_pack(resume_from, out, chunk=batch_size)
             typer.echo(f"started {out} from {n_seeded} answers in {resume_from}")
+        from ..decode.loading import load_target_threads
         tgt = load_target_threads(target, device, threads)
         with progress_bar("distilling") as bar:
             task = bar.add_task("distill", total=len(items), info="")
@@ -226,6 +227,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"note: {exported.parent} holds an exported drafter; this run replaces it "
                        f"(a confidence calibration beside it is kept if the weights come out the "
                        f"same, else marked stale)", err=True)
+        from ..decode.loading import load_target_threads
         tgt = load_target_threads(target, device, threads)
         torch.manual_seed(seed)
         from ..decode.target import default_taps

@@ -137,3 +137,10 @@ def _from_pretrained(path: Path | str, spec: str, device: torch.device, dtype: t
 
 def _hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def load_target_threads(spec: str, device: str, threads: int) -> HFTarget:
+    """The target `spec` on `device`, with torch limited to `threads` threads (0: torch's default)."""
+    if threads > 0:
+        torch.set_num_threads(threads)
+    return load_target(spec, device)

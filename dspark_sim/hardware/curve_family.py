@@ -2,18 +2,22 @@
 
 A family is a small mapping (built in below, or a YAML file the user writes):
 
-    family: buckets                     # linear | buckets
+    family: buckets                     # linear | buckets | roofline
     capture_sizes: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]   # buckets only
     fixed: {per_context_token_s: 0.0}   # parameters held at a value instead of fitted
     max_batch_tokens: 8192              # top of the written table
 
-Parameters (seconds): `floor_s` + `per_token_s` x B + `per_context_token_s` x context tokens.
+Parameters (seconds), plus `per_context_token_s` x context tokens in every family:
 - linear: step(B) = floor_s + per_token_s x B.
 - buckets: the engine pads the batch to the next CUDA-graph capture size (vLLM, SGLang), so
   step(B) = floor_s + per_token_s x pad(B), pad(B) = smallest capture size >= B; beyond the
   largest size the engine runs eagerly, pad(B) = B.
+- roofline: step(B) = floor_s + max(weight_s, per_token_s x B): what a GPU step does (flat while
+  streaming the weights bounds it, launch- and memory-bound at small B; compute-bound above the
+  knee B* = weight_s / per_token_s), the shape `dspark-sim roofline` computes per component.
+  floor_s is what no batch size hides (launches, host round trip, sampling).
 The profile table holds the family's exact values at its knots (linear interpolation between
-knots reproduces both families at every integer B).
+knots reproduces every family at every integer B; the roofline's knee is a knot).
 """
 from __future__ import annotations
 
@@ -29,8 +33,10 @@ from ..profiles.curve import Curve
 from ..profiles.hardware import HardwareProfile
 from ..profiles.validate import FieldChecker
 
-PARAMS = ("floor_s", "per_token_s", "per_context_token_s")
-FAMILIES = ("linear", "buckets")
+PARAMS = ("floor_s", "per_token_s", "per_context_token_s")       # linear and buckets
+ROOFLINE_PARAMS = ("floor_s", "weight_s", "per_token_s", "per_context_token_s")
+ALL_PARAMS = ROOFLINE_PARAMS
+FAMILIES = ("linear", "buckets", "roofline")
 # vLLM's default CUDA-graph capture sizes for decode: 1, 2, 4 and then every 8 up to 512.
 VLLM_CAPTURE_SIZES = (1, 2, 4) + tuple(range(8, 513, 8))
 
@@ -45,13 +51,18 @@ class CurveFamily:
     max_batch_tokens: int = 8192
 
     @property
+    def params(self) -> tuple[str, ...]:
+        """The family's parameters."""
+        return ROOFLINE_PARAMS if self.family == "roofline" else PARAMS
+
+    @property
     def free(self) -> tuple[str, ...]:
         """Parameters the fit estimates."""
-        return tuple(p for p in PARAMS if p not in self.fixed)
+        return tuple(p for p in self.params if p not in self.fixed)
 
     def full(self, values: dict[str, float]) -> dict[str, float]:
         """Every parameter: the fitted ones from `values`, the fixed ones from the family."""
-        return {p: float(self.fixed[p] if p in self.fixed else values[p]) for p in PARAMS}
+        return {p: float(self.fixed[p] if p in self.fixed else values[p]) for p in self.params}
 
     def padded(self, batch_tokens) -> np.ndarray:
         """Batch tokens the engine actually runs (capture-size padding for `buckets`)."""
@@ -65,12 +76,19 @@ class CurveFamily:
     def step_time(self, params: dict[str, float], batch_tokens, context_tokens=0.0) -> np.ndarray:
         """Seconds of one target forward under the family at `params`."""
         p = self.full(params)
-        return (p["floor_s"] + p["per_token_s"] * self.padded(batch_tokens)
-                + p["per_context_token_s"] * np.asarray(context_tokens, dtype=float))
+        tokens = p["per_token_s"] * self.padded(batch_tokens)
+        if self.family == "roofline":
+            tokens = np.maximum(p["weight_s"], tokens)
+        return (p["floor_s"] + tokens + p["per_context_token_s"] * np.asarray(context_tokens, dtype=float))
 
-    def knots(self) -> np.ndarray:
-        """Batch sizes of the written table."""
+    def knots(self, params: dict[str, float] | None = None) -> np.ndarray:
+        """Batch sizes of the written table (the roofline's knee at `params` among them)."""
         top = self.max_batch_tokens
+        if self.family == "roofline":
+            p = self.full(params or {})
+            knee = p["weight_s"] / p["per_token_s"] if p["per_token_s"] > 0 else top
+            pts = {1.0, float(top)} | {v for v in (np.floor(knee), knee, np.ceil(knee)) if 1 < v < top}
+            return np.array(sorted(pts))
         if self.family != "buckets" or not self.capture_sizes:
             return np.array([1.0, float(top)])
         sizes = [s for s in self.capture_sizes if s < top]
@@ -85,7 +103,7 @@ class CurveFamily:
     def profile(self, params: dict[str, float], name: str, **meta: Any) -> HardwareProfile:
         """The hardware profile (source: fitted) that the family gives at `params`."""
         p = self.full(params)
-        x = self.knots()
+        x = self.knots(p)
         y = self.step_time(p, x)
         if np.any(y <= 0) or not np.all(np.isfinite(y)):
             raise InputError(f"the fitted step times are not positive ({p})", field="fit")
@@ -95,7 +113,7 @@ class CurveFamily:
 
     def as_dict(self) -> dict[str, Any]:
         """The family as data, for the profile's `fit` block."""
-        out: dict[str, Any] = {"family": self.family, "parameters": list(PARAMS),
+        out: dict[str, Any] = {"family": self.family, "parameters": list(self.params),
                                "fixed": dict(self.fixed), "max_batch_tokens": self.max_batch_tokens}
         if self.family == "buckets":
             out["capture_sizes"] = list(self.capture_sizes)
@@ -117,9 +135,11 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
         sizes = tuple(check.integer(v, f"capture_sizes[{i}]", 1) for i, v in enumerate(raw))
         check.increasing(list(sizes), "capture_sizes")
     fixed = {}
+    allowed = ROOFLINE_PARAMS if name == "roofline" else PARAMS
     for key, value in check.mapping(data.get("fixed") or {}, "fixed").items():
-        if key not in PARAMS:
-            raise check.fail(f"fixed.{key}", f"unknown parameter; one of {', '.join(PARAMS)}")
+        if key not in allowed:
+            raise check.fail(f"fixed.{key}", f"unknown parameter of the {name} family; one of "
+                                             f"{', '.join(allowed)}")
         fixed[key] = check.number(value, f"fixed.{key}", 0.0)
     top = check.integer(data.get("max_batch_tokens", 8192), "max_batch_tokens", 2)
     return CurveFamily(name, sizes, fixed, top)
@@ -135,6 +155,31 @@ def load_family(spec: str, fixed: dict[str, float] | None = None,
         fam = family_from_dict(data, spec, lines)
     merged = {**fam.fixed, **(fixed or {})}
     for key in merged:
-        if key not in PARAMS:
-            raise InputError(f"unknown parameter {key!r}; one of {', '.join(PARAMS)}", field="fix")
+        if key not in fam.params:
+            raise InputError(f"unknown parameter {key!r} of the {fam.family} family; one of "
+                             f"{', '.join(fam.params)}", field="fix")
     return CurveFamily(fam.family, fam.capture_sizes, merged, max_batch_tokens or fam.max_batch_tokens)
+
+
+def family_values_of(fam: CurveFamily, prof: HardwareProfile) -> dict[str, float]:
+    """The family's parameters closest to a profile's step curve (e.g. a roofline's): least
+    squares on relative error over batch sizes 1 .. max_batch_tokens (64 log-spaced points), the
+    context term taken from the profile. Used as the fit's priors (`--roofline`)."""
+    from scipy.optimize import least_squares
+
+    B = np.unique(np.rint(np.geomspace(1, fam.max_batch_tokens, 64)))
+    target = np.asarray(prof.step_time(B), dtype=float)
+    names = [p for p in fam.params if p != "per_context_token_s"]
+    scale = {"floor_s": target[0] / 2, "weight_s": target[0] / 2,
+             "per_token_s": target[-1] / B[-1]}
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        vals = {n: v * scale[n] for n, v in zip(names, x)}
+        vals["per_context_token_s"] = prof.per_context_token_s
+        free = CurveFamily(fam.family, fam.capture_sizes, {}, fam.max_batch_tokens)
+        return np.log(np.maximum(free.step_time(vals, B), 1e-30) / target)
+
+    res = least_squares(resid, np.ones(len(names)), bounds=(1e-6, np.inf))
+    out = {n: float(v * scale[n]) for n, v in zip(names, res.x)}
+    out["per_context_token_s"] = float(prof.per_context_token_s)
+    return out

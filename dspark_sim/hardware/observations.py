@@ -244,3 +244,29 @@ def read_observations(paths: list[str | Path], *, policy: str = "ar", acceptance
         raise InputError("no observations given", field="observations")
     return out
 
+
+
+# A mean is exact under Little's law; a percentile of tok/s/user can sit somewhat below the mean.
+LITTLE_TOLERANCE = {"mean": 1.05}
+PERCENTILE_TOLERANCE = 1.5
+
+
+def check_physical(points: list[LoadPoint | StepPoint], gpus: int) -> None:
+    """Refuse (InputError naming the point) observations no serving system can produce: with C
+    users each receiving at most their tok/s/user, a replica of G GPUs emits at most
+    C x tok/s/user / G tok/s per GPU (Little's law: every user decoding all the time; prefill or
+    think time only lowers it). A mean tok/s/user may exceed it by 5% (rounding), a percentile by
+    50% (the spread of per-user speeds)."""
+    for p in points:
+        if not isinstance(p, LoadPoint) or p.concurrency is None:
+            continue
+        bound = p.concurrency * p.tps_user / gpus
+        tol = LITTLE_TOLERANCE.get(p.tps_stat, PERCENTILE_TOLERANCE)
+        if p.throughput_tok_s_per_gpu > bound * tol:
+            file, _, line = p.where.rpartition(":")
+            raise InputError(
+                f"{p.label or 'load point'}: {p.throughput_tok_s_per_gpu:,.0f} tok/s/GPU is impossible "
+                f"for {p.concurrency} users at {p.tps_user:g} tok/s/user ({p.tps_stat}) on {gpus} GPU(s): "
+                f"at most {bound:,.0f} (users x tok/s/user / GPUs, Little's law)",
+                file=file or None, line=int(line) if line.isdigit() else None,
+                field="throughput_tok_s_per_gpu")

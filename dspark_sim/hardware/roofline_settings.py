@@ -12,7 +12,7 @@ from ..errors import InputError
 from .gpus import DTYPE_BYTES
 
 # Latency floors that the pre-floor model (before issue 14) did not have: setting these to the
-# values in LEGACY reproduces it exactly (benchmarks/roofline_plausibility.py prints both).
+# values in LEGACY reproduces it exactly (docs/hardware/scripts/roofline_plausibility.py prints both).
 LEGACY = {"layer_overhead_s": 0.0, "a2a_latency_s": 10e-6, "attention_efficiency": None}
 
 

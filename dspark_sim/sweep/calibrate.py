@@ -22,6 +22,13 @@ given, when every load point has the same load, or when the scaled Jacobian at t
 Uncertainty: bootstrap over observations (resampled with replacement) when there are at least
 two more independent loads than parameters, else a parametric bootstrap that perturbs every
 observed number by a relative error (`obs_error`); the report says which.
+
+Priors (`priors`, e.g. the roofline's values of the family's parameters): each prior adds the
+residual obs_error x log(p / p0) / prior_spread, i.e. a log-normal prior of spread
+`prior_spread` against observations of relative error obs_error (maximum a posteriori). A
+parameter the observations cannot identify then takes the prior's value instead of being refused,
+and every bootstrap draw also draws the prior's centre, so the reported spread covers the prior.
+The fit refuses nothing for want of loads when every free parameter has a prior.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from scipy.optimize import least_squares
 
 from ..errors import InputError
 from ..hardware.curve_family import CurveFamily
+from ..hardware.draft_cost import DraftCosts
 from ..hardware.observations import LoadPoint, StepPoint
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
@@ -59,6 +67,15 @@ class FitConfig:
     bootstrap: int = 200
     obs_error: float = 0.05
     seed: int = 0
+    draft_costs: DraftCosts | None = None       # where drafting costs come from (None: draft_from or free)
+    priors: dict[str, float] = field(default_factory=dict)   # parameter -> prior centre (seconds)
+    prior_spread: float = 0.5                   # log-normal spread of every prior (0.5: x/÷ 1.65)
+    keep_draws: int = 50                        # bootstrap parameter draws kept in the result
+
+    def __post_init__(self) -> None:
+        if self.draft_costs is None:
+            self.draft_costs = DraftCosts("tables", "--draft-time-from", tables=self.draft_from) \
+                if self.draft_from is not None else DraftCosts()
 
 
 @dataclass
@@ -84,6 +101,9 @@ class FitResult:
     bootstrap_kept: int
     singular_values: list[float]
     history: list[dict[str, float]] = field(default_factory=list)
+    draws: list[dict[str, float]] = field(default_factory=list)     # full parameter sets, bootstrap
+    prior_share: dict[str, float] = field(default_factory=dict)     # posterior / prior log-spread
+    observed_range: dict[str, list[float]] = field(default_factory=dict)
 
     def residuals(self) -> list[dict[str, Any]]:
         """Per observation: observed, simulated (or fitted step) and relative errors."""
@@ -143,14 +163,16 @@ def point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
                  task=np.full(n, task, dtype=object), name="mean-lengths")
 
 
-def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitConfig) -> Simulated:
-    """The simulator's closed loop of `users` users for a load point's policy, trace and prefill."""
+def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitConfig,
+                  acc: AcceptanceProfile | None = None) -> Simulated:
+    """The simulator's closed loop of `users` users for a load point's policy, trace and prefill
+    (`acc`: an acceptance profile in memory instead of the point's named one)."""
     from .point import measure
     from .spec import Point
     from ..sim.load import ClosedLoop
     from ..sim.replay import replay
 
-    acc = _acceptance(obs.acceptance) if obs.acceptance else None
+    acc = acc or (_acceptance(obs.acceptance) if obs.acceptance else None)
     loop = ClosedLoop(users=users, requests_per_user=cfg.requests_per_user)
     res = replay(point_trace(obs), obs.policy, prof, acc, seed=cfg.seed, closed_loop=loop,
                  prefill=obs.prefill)
@@ -196,10 +218,7 @@ class Calibration:
         prof = self.fam.profile(params, cfg.name, gpus_per_replica=cfg.gpus,
                                 kv_capacity_tokens=cfg.kv_capacity_tokens,
                                 max_batch_requests=cfg.max_batch_requests, extra=extra)
-        if cfg.draft_from is not None:
-            prof.draft_curves = dict(cfg.draft_from.draft_curves)
-            prof.per_draft_kinds = cfg.draft_from.per_draft_kinds
-            prof.draft_slopes = dict(cfg.draft_from.draft_slopes)
+        cfg.draft_costs.apply(prof)
         return prof
 
     def surrogate(self, params: dict[str, float], i: int) -> np.ndarray:
@@ -210,8 +229,8 @@ class Calibration:
         C, k = m["users"], m["k"]
         B = C * (1 + k) + C * m["prefill_per_user"]
         T = float(self.fam.step_time(params, B, C * m["ctx"]))
-        if self.cfg.draft_from is not None and m["kind"]:
-            T += float(self.cfg.draft_from.draft_time(m["kind"], C, k))
+        if m["kind"]:
+            T += self.cfg.draft_costs.seconds(m["kind"], lambda b: self.fam.step_time(params, b), C, k)
         return np.array([m["tau"] / T, C * m["tau"] / T / self.cfg.gpus])
 
     @staticmethod
@@ -244,18 +263,28 @@ class Calibration:
                               m["users"] * m["ctx"]))
         t = np.array(steps)
         t_min = float(t[:, 0].min())
-        guess = {"floor_s": 0.5 * t_min, "per_token_s": 0.5 * t_min / float(t[:, 1].max()),
+        guess = {"floor_s": 0.5 * t_min, "weight_s": 0.5 * t_min,
+                 "per_token_s": 0.5 * t_min / float(t[:, 1].max()),
                  "per_context_token_s": 0.1 * t_min / float(t[:, 2].max())}
         return np.array([guess[p] for p in self.free])
 
     def _vector(self, x: np.ndarray) -> dict[str, float]:
         return dict(zip(self.free, np.asarray(x, dtype=float) * self.scale))
 
+    @property
+    def prior_names(self) -> list[str]:
+        """Free parameters with a prior."""
+        return [p for p in self.free if p in self.cfg.priors]
+
     def solve(self, factors: list[np.ndarray], observed: list[np.ndarray] | None = None,
-              rows: list[int] | None = None, x0: np.ndarray | None = None):
-        """Least squares of log(factor x surrogate / observed) over `rows`; returns the scipy result."""
+              rows: list[int] | None = None, x0: np.ndarray | None = None,
+              priors: dict[str, float] | None = None):
+        """Least squares of log(factor x surrogate / observed) over `rows`, plus one row per prior
+        (`priors`: the centres, default the configured ones); returns the scipy result."""
         observed = observed or [self.observed(p) for p in self.points]
         rows = list(range(len(self.points))) if rows is None else rows
+        priors = self.cfg.priors if priors is None else priors
+        weight = self.cfg.obs_error / self.cfg.prior_spread
 
         def resid(x: np.ndarray) -> np.ndarray:
             params = self._vector(x)
@@ -263,6 +292,8 @@ class Calibration:
             for i in rows:
                 pred = factors[i] * self.surrogate(params, i)
                 parts.append(np.log(np.maximum(pred, 1e-30) / observed[i]))
+            parts.append(np.array([weight * np.log(max(params[p], 1e-30) / max(priors[p], 1e-30))
+                                   for p in self.prior_names]))
             return np.concatenate(parts)
 
         x0 = np.ones(len(self.free)) if x0 is None else x0
@@ -278,6 +309,8 @@ class Calibration:
                 p.output_tokens, p.prefill)
 
     def _check_counts(self) -> None:
+        if self.free and all(p in self.cfg.priors for p in self.free):
+            return                                      # the priors identify what the data cannot
         if len(self.points) == 1:
             raise InputError(f"one observation cannot identify the {len(self.free)} parameters "
                              f"{', '.join(self.free)}; give observations at more loads or --fix "
@@ -329,14 +362,36 @@ class Calibration:
         history.append(dict(params))
         sims = self.simulate(params, progress)
         svals = self.identifiability(result)
-        spread, method, kept = self.bootstrap(factors, result.x)
+        spread, method, kept, draws = self.bootstrap(factors, result.x)
         return FitResult(params=self.fam.full(params), profile=self.profile(params),
                          points=self.points, simulated=sims, uncertainty=spread,
                          bootstrap_method=method, bootstrap_kept=kept, singular_values=svals,
-                         history=history)
+                         history=history, draws=draws[:self.cfg.keep_draws],
+                         prior_share=self._prior_share(draws), observed_range=self.observed_range())
 
-    def bootstrap(self, factors: list[np.ndarray], x: np.ndarray) -> tuple[dict, str, int]:
-        """Spread of the fitted parameters over resampled (or perturbed) observations."""
+    def observed_range(self) -> dict[str, list[float]]:
+        """Loads the fit saw: users and batch tokens per iteration (steady state), for flagging
+        predictions outside them."""
+        users = [m["users"] for m in self.meta if m]
+        batch = [m["users"] * (1 + m["k"]) for m in self.meta if m] + \
+                [p.batch_tokens for p in self.points if isinstance(p, StepPoint)]
+        out = {"batch_tokens": [float(min(batch)), float(max(batch))]}
+        if users:
+            out["users"] = [float(min(users)), float(max(users))]
+        return out
+
+    def _prior_share(self, draws: list[dict[str, float]]) -> dict[str, float]:
+        """Per parameter with a prior: spread of log(draws) / the prior's spread (near 1: the
+        prior, not the data, sets it)."""
+        out = {}
+        for p in self.prior_names:
+            vals = np.log(np.maximum([d[p] for d in draws], 1e-30)) if draws else np.array([np.nan])
+            out[p] = float(np.std(vals) / self.cfg.prior_spread)
+        return out
+
+    def bootstrap(self, factors: list[np.ndarray], x: np.ndarray) -> tuple[dict, str, int, list]:
+        """Spread of the fitted parameters over resampled (or perturbed) observations, and the
+        draws themselves (every parameter, fixed ones included)."""
         cfg, rng = self.cfg, np.random.default_rng(self.cfg.seed)
         n = len(self.points)
         distinct = len({self._load_key(i) for i in range(n)})
@@ -344,23 +399,29 @@ class Calibration:
         observed = [self.observed(p) for p in self.points]
         draws = []
         for _ in range(cfg.bootstrap):
+            priors = {p: v * float(np.exp(rng.normal(0.0, cfg.prior_spread)))
+                      for p, v in cfg.priors.items()}              # the prior's own uncertainty
             if nonparametric:
                 rows = rng.integers(0, n, n).tolist()
-                if len({self._load_key(i) for i in rows}) < len(self.free):
+                if len({self._load_key(i) for i in rows}) < len(self.free) and not self.prior_names:
                     continue
-                res = self.solve(factors, observed, rows, x0=x)
+                res = self.solve(factors, observed, rows, x0=x, priors=priors)
             else:
                 noisy = [o * np.exp(rng.normal(0.0, cfg.obs_error, o.shape)) for o in observed]
-                res = self.solve(factors, noisy, x0=x)
+                res = self.solve(factors, noisy, x0=x, priors=priors)
             if res.success:
                 draws.append(np.asarray(res.x) * self.scale)
         method = ("bootstrap over observations" if nonparametric else
                   f"parametric bootstrap: every observed number x exp(N(0, {cfg.obs_error:g})) "
                   f"({distinct} distinct loads for {len(self.free)} parameters)")
+        if self.prior_names:
+            method += (f"; priors on {', '.join(self.prior_names)} drawn as centre x "
+                       f"exp(N(0, {cfg.prior_spread:g})) in every sample")
         out = {}
         arr = np.array(draws) if draws else np.empty((0, len(self.free)))
         for j, p in enumerate(self.free):
             col = arr[:, j] if len(arr) else np.array([np.nan])
             out[p] = {"std": float(np.std(col)), "p05": float(np.percentile(col, 5)),
                       "p95": float(np.percentile(col, 95))}
-        return out, method, len(draws)
+        full = [self.fam.full(dict(zip(self.free, row))) for row in arr]
+        return out, method, len(draws), full

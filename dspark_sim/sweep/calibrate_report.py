@@ -33,6 +33,13 @@ def fit_block(result: FitResult, cal: Calibration, sources: list[str]) -> dict[s
         "max_abs_rel_error": float(max(load_err)) if load_err else 0.0,
         "simulation": {"requests_per_user": cal.cfg.requests_per_user, "seed": cal.cfg.seed,
                        "rounds": cal.cfg.rounds},
+        "draft_costs": cal.cfg.draft_costs.as_dict(),
+        "priors": ({"centres": {k: float(f"{v:.6g}") for k, v in cal.cfg.priors.items()},
+                    "spread_log": cal.cfg.prior_spread,
+                    "posterior_over_prior_spread": {k: float(f"{v:.3g}") for k, v in result.prior_share.items()}}
+                   if cal.cfg.priors else None),
+        "observed_range": result.observed_range,
+        "draws": [{k: float(f"{v:.6g}") for k, v in d.items()} for d in result.draws],
         "residuals": [{k: (float(f"{v:.6g}") if isinstance(v, float) else v)
                        for k, v in r.items() if v is not None} for r in res],
     }
@@ -45,7 +52,11 @@ def report_markdown(result: FitResult) -> str:
         u = result.uncertainty.get(p)
         lines.append(f"| {p} | {v:.4g} | " + (f"{u['std']:.2g} | {u['p05']:.4g} | {u['p95']:.4g} |"
                                               if u else "fixed | | |"))
-    lines += ["", f"Uncertainty: {result.bootstrap_method}, {result.bootstrap_kept} samples.", "",
+    lines += ["", f"Uncertainty: {result.bootstrap_method}, {result.bootstrap_kept} samples."]
+    led = [p for p, r in result.prior_share.items() if r > 0.5]
+    if led:
+        lines.append(f"Set mostly by the prior (posterior spread > half the prior's): {', '.join(led)}.")
+    lines += ["",
               "| observation | policy | users | tok/s/user obs -> sim | error | tok/s/GPU obs -> sim | error |",
               "|---|---|---|---|---|---|---|"]
     for r in result.residuals():

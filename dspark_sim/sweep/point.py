@@ -78,7 +78,7 @@ def run_point(point: Point) -> dict[str, Any]:
     loop = closed_loop_of(point, len(trace)) if point.load_mode == "concurrency" else None
     schedule = parse_schedule(point.schedule, acc.gamma if acc else 1) if point.schedule else None
     result = replay(trace, point.policy, hw, acc, replicas=point.replicas, router=point.router,
-                    seed=point.seed, engine=point.engine, closed_loop=loop, prefill=point.prefill,
+                    seed=point.seed, engine=point.sim_engine, closed_loop=loop, prefill=point.prefill,
                     kv_semantics=point.kv_semantics, schedule=schedule)
     metrics = measure(result.requests, point, gpus=hw.gpus_per_replica * point.replicas)
     metrics.update(iterations=result.summary["iterations"], sim_wall_s=result.summary["sim_wall_s"],

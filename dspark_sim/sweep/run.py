@@ -54,7 +54,7 @@ class SweepConfig:
     slas: list[float] = field(default_factory=lambda: [80.0, 120.0])
     percentile: int | str = 50      # or "mean"
     baseline: str | None = "mtp1"
-    engine: str = "fast"
+    sim_engine: str = "fast"        # the simulator's engine (sim/cluster.py ENGINES)
     kv_semantics: str = "reserve"
     schedule: str | None = None     # vllm-schedule's batch-size schedule (vLLM's JSON)
 
@@ -137,7 +137,7 @@ def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode=cfg.load_mode,
                  load=0.0, replicas=cfg.replicas, router=ROUTER_ALIASES[cfg.router],
                  requests_per_user=cfg.requests_per_user, warmup=cfg.warmup, think_s=cfg.think_s,
-                 max_requests=cfg.max_requests, prefill=cfg.prefill, engine=cfg.engine,
+                 max_requests=cfg.max_requests, prefill=cfg.prefill, sim_engine=cfg.sim_engine,
                  kv_semantics=cfg.kv_semantics)
     points = [replace(base, policy=p, acceptance=accs[p], load=v, seed=s,
                       schedule=cfg.schedule if p == "vllm-schedule" else None)
@@ -147,7 +147,7 @@ def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
 
 def result_row(point: Point, metrics: dict[str, Any], percentile: int | str) -> dict[str, Any]:
     """One tidy row: the point's settings and metrics, tps_user percentiles as columns."""
-    row = {k: v for k, v in asdict(point).items() if k not in ("trace", "hw", "engine")}
+    row = {k: v for k, v in asdict(point).items() if k not in ("trace", "hw", "sim_engine")}
     row["acceptance"] = Path(point.acceptance).name if point.acceptance else None
     pct = metrics.get("tps_user_percentiles") or [None] * len(PERCENTILES)
     for p in sorted({10, 50, 90} | ({percentile} - {"mean"})):

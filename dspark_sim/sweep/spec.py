@@ -34,7 +34,7 @@ class Point:
     think_s: float = 0.0            # closed loop: pause between a finish and the user's next request
     max_requests: int | None = None  # only the trace's first N requests
     prefill: str = "local"          # "disaggregated": prompts prefilled elsewhere, replicas decode
-    engine: str = "fast"
+    sim_engine: str = "fast"        # the simulator's engine (sim/cluster.py ENGINES)
     kv_semantics: str = "reserve"   # "blocks": vLLM's paged KV with preemption
     schedule: str | None = None     # vllm-schedule: the batch-size schedule as vLLM's JSON
 
@@ -42,7 +42,7 @@ class Point:
         """Hash of everything the result depends on: the inputs' bytes, the point's settings
         and the simulator's source (sim_version)."""
         doc = asdict(self)
-        doc.pop("engine")           # every engine gives the same bytes
+        doc.pop("sim_engine")       # every engine gives the same bytes
         doc["trace"] = file_digest(self.trace)
         doc["hw"] = file_digest(self.hw)
         doc["acceptance"] = file_digest(self.acceptance) if self.acceptance else None

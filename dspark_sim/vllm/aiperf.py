@@ -228,3 +228,22 @@ def trace_from_export(path: Path) -> Trace:
 def write_input(trace: Trace, prompts: list[list[int]], model: str, path: Path) -> Path:
     write_text_atomic(path, mooncake_lines(trace, prompts, model))
     return path
+
+
+def import_run(export: Path, trace_path: Path | None, policy: str, out: Path) -> dict[str, Any]:
+    """`import-aiperf`: an AIPerf export (replaying `trace_path`, or its own records' arrivals)
+    written as the simulator's out/requests.csv and out/summary.json; the replay's fidelity."""
+    from ..fileio import write_json_atomic
+    from ..sim.metrics import requests_csv, summarise
+    from ..traces.schema import load_trace
+
+    tr = load_trace(trace_path) if trace_path else trace_from_export(export)
+    frame, fidelity = read_export(export, tr)
+    summary = summarise(frame, policy=policy, trace=str(trace_path or export), hw="measured",
+                        acceptance=None, seed=0, gpus=1, iterations=0, sim_wall_s=0.0)
+    summary.update({"engine": "aiperf-export", "replay_fidelity": fidelity,
+                    "drafted_tokens": int(frame["drafted_tokens"].sum()),
+                    "accepted_tokens": int(frame["accepted_tokens"].sum())})
+    write_text_atomic(out / "requests.csv", requests_csv(frame))
+    write_json_atomic(out / "summary.json", summary)
+    return fidelity

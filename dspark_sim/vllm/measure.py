@@ -15,6 +15,7 @@ from ..decode.prompts import Prompt, encode_prompt
 from ..fileio import write_jsonl_atomic
 from .client import run_schedule
 from .runtime import EngineError
+from .settings import ServerLimits, server_spec
 
 
 def measure_records(url: str, model: str, tokenizer: Any, tasks: dict[str, list[Prompt]],
@@ -40,3 +41,51 @@ def measure_records(url: str, model: str, tokenizer: Any, tasks: dict[str, list[
                     "metrics": {"speculative_decoding": rec.spec}})
     write_jsonl_atomic(records_path, out)
     return out
+
+
+def measure_acceptance(out: Path, target: str, tasks: str, n: int | None, max_new_tokens: int,
+                       gamma: int, chat: bool, name: str | None, vllm_python: str | None,
+                       drafter: str, limits: ServerLimits,
+                       progress: Callable[[str, int, int], None] | None = None):
+    """`measure --engine vllm`: the prompt sets through vLLM's drafter at K = gamma; writes the
+    empirical acceptance profile to `out` and the records it came from beside it. Returns the
+    import result (profile and per-task report) and the records' path."""
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    from ..decode.prompts import parse_tasks
+    from ..errors import InputError
+    from .acceptance_import import import_vllm
+    from .records import TaskRule
+    from .runtime import (VLLMServer, drafter_kind, parse_drafter, resolve_model,
+                          speculative_config, vllm_python as find_python)
+
+    if gamma < 1 or max_new_tokens < 1 or (n is not None and n < 1):
+        raise InputError("--gamma, --max-new-tokens and --n must be >= 1", field="--gamma")
+    prompt_sets = parse_tasks(tasks, n)
+    python = find_python(vllm_python)
+    drafter_cfg = parse_drafter(drafter)
+    model, model_name = resolve_model(target)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    spec = server_spec(model, speculative_config(f"static-{gamma}", drafter_cfg), limits,
+                       iteration_log=False)
+    stem = out.name[: -len(".acceptance.json")] if out.name.endswith(".acceptance.json") else out.stem
+    records_path = out.with_name(stem + ".records.jsonl")
+    log = Path(tempfile.mkdtemp(prefix="vllm-measure-")) / "vllm.log"
+    total = sum(map(len, prompt_sets.values()))
+    label = f"vLLM {drafter_cfg['method']} K={gamma}"
+    with VLLMServer(spec, python, log) as server:
+        if progress:
+            progress(label, 0, total)
+        measure_records(server.url, spec.served_name, tokenizer, prompt_sets, max_new_tokens,
+                        chat, records_path, progress and (lambda k: progress(label, k, total)))
+    result = import_vllm([records_path], name or stem, kind="empirical",
+                         rule=TaskRule(path="task"), drafter_kind=drafter_kind(drafter_cfg))
+    prof = result.profile
+    prof.target, prof.drafter = model_name, f"vllm-{drafter_cfg['method']}"
+    prof.extra.setdefault("vllm", {}).update({"speculative_config": spec.speculative,
+                                              "max_new_tokens": max_new_tokens, "chat": chat,
+                                              "prompts": tasks, "n": n})
+    prof.save(out)
+    return result, records_path

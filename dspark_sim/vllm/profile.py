@@ -17,14 +17,21 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from ..errors import InputError
 from ..hardware.profiler import Timing
 from .client import run_schedule
 from .iterations import LogCursor, parse_iterations
 from .runtime import EngineError, VLLMServer
+from .settings import ServerLimits, server_spec
+
+if TYPE_CHECKING:
+    from ..hardware.fit import StepFit
+    from ..profiles.hardware import HardwareProfile
 
 
 @dataclass(frozen=True)
@@ -159,3 +166,90 @@ def split_proposer(plain: list[Timing], spec: list[Timing], kind: str) -> tuple[
                      [max(x - proposer(t.requests), 1e-6) for x in t.samples_s], tokens=t.batch_tokens)
               for t in spec if t.op == "decode" and t.batch_tokens > t.requests]
     return list(plain) + verify, draft
+
+
+def check_grid(grid: VLLMGrid, limits: ServerLimits) -> None:
+    """A grid the server settings can hold (InputError naming the option otherwise)."""
+    if max(grid.prefill_chunks, default=0) > limits.max_num_batched_tokens:
+        raise InputError(f"a prefill chunk is longer than max_num_batched_tokens "
+                         f"({limits.max_num_batched_tokens})", field="--prefill-chunks")
+    if max(grid.batches) > limits.max_num_seqs:
+        raise InputError(f"more requests than max_num_seqs ({limits.max_num_seqs})", field="--batches")
+    if max(grid.contexts) + grid.decode_steps + 2 > limits.max_model_len:
+        raise InputError(f"contexts + decode steps exceed max_model_len ({limits.max_model_len})",
+                         field="--contexts")
+
+
+@dataclass
+class VLLMProfileRun:
+    """A measured hardware profile of vLLM serving a target, with its fit and the engine
+    overhead of every timed burst (seconds per iteration outside the model)."""
+
+    profile: "HardwareProfile"
+    fit: "StepFit"
+    overheads_s: list[float]
+
+
+def measure_vllm_profile(target: str, speculative: str | None, drafter: str, grid: VLLMGrid,
+                         name: str | None, seed: int, vllm_python: str | None, limits: ServerLimits,
+                         note: Callable[[str], None] = lambda s: None,
+                         progress: Callable[[str, int, int], None] | None = None) -> VLLMProfileRun:
+    """`profile --engine vllm`: start a plain vLLM server (and a speculative one when
+    `speculative` names a policy), time both over `grid`, split the proposer's cost off,
+    fit the profile as `dspark-sim profile` fits ours. `note` gets one line per server
+    started and ready; `progress(label, done, total)` one call per timed point."""
+    import tempfile
+
+    from ..hardware.measure import measured_profile
+    from ..hardware.profiler import ProfileGrid
+    from .iterations import kv_capacity_tokens, vllm_version
+    from .runtime import (drafter_kind, model_vocab, parse_drafter, resolve_model,
+                          speculative_config, vllm_python as find_python)
+
+    python = find_python(vllm_python)
+    spec_cfg = speculative_config(speculative, parse_drafter(drafter)) if speculative else None
+    check_grid(grid, limits)
+    model, model_name = resolve_model(target)
+    vocab = model_vocab(model)
+    runs = [("plain", None)] + ([("speculative", spec_cfg)] if spec_cfg else [])
+    timed, records_all, log_texts, starts = {}, [], [], []
+    total, done = grid.points(spec_cfg is not None), [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress:
+            progress("timing vLLM", done[0], total)
+    if progress:
+        progress("timing vLLM", 0, total)
+    for label, cfg in runs:
+        spec = server_spec(model, cfg, limits)
+        log = Path(tempfile.mkdtemp(prefix=f"vllm-profile-{label}-")) / "vllm.log"
+        note(f"starting a {label} vLLM server ({python}) on 127.0.0.1; log {log}")
+        with VLLMServer(spec, python, log) as server:
+            note(f"vLLM ready after {server.start_s:.0f} s")
+            timed[label], records = profile_vllm(server, grid, vocab, cfg is not None, seed, tick,
+                                                 prefill=cfg is None)
+            starts.append(round(server.start_s, 1))
+        records_all += [{"server": label, **r.as_dict()} for r in records]
+        log_texts.append(log.read_text(errors="replace"))
+    timings, draft_timings = timed["plain"], []
+    if spec_cfg:
+        timings, draft_timings = split_proposer(timed["plain"], timed["speculative"],
+                                                drafter_kind(spec_cfg))
+    log_text = log_texts[0]
+    pgrid = ProfileGrid(grid.batches, tuple(sorted({t.width for t in timings if t.op == "decode"})),
+                        grid.contexts, grid.prefill_chunks, grid.repeats, grid.warmup)
+    dtype, threads = limits.dtype, limits.threads
+    prof, fit = measured_profile(timings, pgrid, "cpu" if dtype == "float32" else "cuda",
+                                 name or f"vllm-{model_name.lower()}", model_name, seed,
+                                 draft_timings=draft_timings, runner="vllm")
+    prof.max_batch_requests = limits.max_num_seqs
+    prof.max_batch_tokens = limits.max_num_batched_tokens
+    prof.kv_capacity_tokens = kv_capacity_tokens(log_text)
+    prof.device = f"vLLM {vllm_version(log_text) or '?'} ({'CPU' if dtype == 'float32' else dtype}), " \
+                  f"{threads} OpenMP thread(s)"
+    prof.extra["vllm"] = {"version": vllm_version(log_text), "python": str(python),
+                          "server_args": server_spec(model, spec_cfg, limits).args(0)[2:],
+                          "speculative_config": spec_cfg, "startup_s": starts,
+                          "decode_steps": grid.decode_steps, "bursts": records_all}
+    return VLLMProfileRun(prof, fit, sorted(r["overhead_s"] for r in records_all))

@@ -27,6 +27,7 @@ from .client import run_schedule
 from .iterations import LogCursor, kv_capacity_tokens, parse_iterations, vllm_version
 from .runtime import (EngineError, ServerSpec, VLLMServer, drafter_kind, read_metrics, spare_cpus,
                       speculative_config)
+from .settings import ServerLimits, server_spec
 
 
 @dataclass
@@ -192,3 +193,69 @@ def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
     path = run / "acceptance.json"
     prof.save(path)
     return prof, str(path)
+
+
+def read_schedule(bs_schedule: str | None, policies: list[str]) -> list[list[int]] | None:
+    """The validated batch-size schedule (vLLM JSON), required by and only by vllm-schedule."""
+    from ..sim.spec_config import parse_schedule
+    from .runtime import SCHEDULE_POLICY
+
+    if (bs_schedule is None) == (SCHEDULE_POLICY in policies):
+        raise InputError(f"--bs-schedule goes with the policy {SCHEDULE_POLICY} and it needs one",
+                         field="--bs-schedule")
+    return parse_schedule(bs_schedule, 1 << 10).to_json() if bs_schedule else None
+
+
+def replay_inputs(trace_path: Path, policies: list[str], target: str, prompts: str | None,
+                  chat: bool, time_scale: float, seed: int, vllm_python: str | None,
+                  aiperf: str | None, drafter: str, url: str | None, timeout: float | None,
+                  limits: ServerLimits, bs_schedule: str | None = None):
+    """Validated trace, policies, prompt ids and the VLLMSetup; nothing is started."""
+    from transformers import AutoTokenizer
+
+    from ..serve.engine import scale_trace
+    from ..serve.prompts import PromptBuilder, build_prompts, prompt_sets
+    from ..traces.schema import load_trace
+    from .client import check_loopback
+    from .runtime import aiperf_command, parse_drafter, policy_spec_tokens, resolve_model
+    from .runtime import vllm_python as find_python
+
+    schedule = read_schedule(bs_schedule, policies)
+    for p in policies:
+        policy_spec_tokens(p)
+    if timeout is not None and not timeout > 0:
+        raise InputError(f"must be > 0, got {timeout}", field="--timeout")
+    if url:
+        check_loopback(url)
+    trace = scale_trace(load_trace(trace_path), time_scale)
+    too_long = int((trace.prompt_tokens + trace.output_tokens).max()) if len(trace) else 0
+    if too_long > limits.max_model_len:
+        raise InputError(f"a request needs {too_long} tokens, more than max_model_len "
+                         f"{limits.max_model_len} (--vllm-server)", file=trace_path, field="prompt_tokens")
+    drafter_cfg = parse_drafter(drafter)
+    python = find_python(vllm_python) if not url else Path("python")
+    aiperf_exe = aiperf_command(aiperf)
+    model, _ = resolve_model(target)
+    if not Path(model).is_dir():
+        raise InputError("vLLM replays need a local model folder (AIPerf and the prompts read its "
+                         "tokenizer)", field="--target")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    ids = build_prompts(PromptBuilder(tokenizer, prompt_sets(prompts), chat), trace.task,
+                        trace.prompt_tokens, seed)
+    spec = server_spec(model, None, limits)
+    setup = VLLMSetup(python=python, aiperf=aiperf_exe, base=spec, drafter=drafter_cfg,
+                      tokenizer=model, url=url, timeout_s=timeout, schedule=schedule)
+    return trace, ids, setup
+
+
+def serve_replay(trace_path: Path, policies: list[str], out: Path, seed: int,
+                 status: Callable[[str], None] | None = None,
+                 **inputs) -> tuple[dict[str, list[ServeResult]], list[Path]]:
+    """`serve-replay --engine vllm`: each policy once on its own server, written as the
+    simulator's files into `out` (one policy) or out/<policy>; the results and those folders.
+    `inputs`: the keyword arguments of replay_inputs after `seed`."""
+    trace, ids, setup = replay_inputs(trace_path, policies, seed=seed, **inputs)
+    where = (lambda p: out) if len(policies) == 1 else (lambda p: out / p)
+    results = serve_trace_vllm(trace, str(trace_path), policies, ids, setup, where, 1, seed,
+                               status=status)
+    return results, [where(p) for p in policies]

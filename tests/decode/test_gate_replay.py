@@ -1,9 +1,9 @@
-"""benchmarks/gate_replay.py prices recorded outputs exactly: its oracle bounds every policy, and
+"""dspark_sim/decode/gate_replay.py prices recorded outputs exactly: its oracle bounds every policy, and
 the gate it replays is the shipped ScheduledVerify (skipping pays where drafts never land)."""
 import numpy as np
 import pytest
 
-from benchmarks import gate_replay
+from dspark_sim.decode import gate_replay
 from dspark_sim.profiles.registry import load_hw_profile
 
 GAMMA = 7

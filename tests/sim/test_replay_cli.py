@@ -117,7 +117,26 @@ def test_loop_engine_refuses_policies_it_cannot_plan(trace, tmp_path, capsys):
         "tasks": {"chat": {"kind": "empirical", "requests": [
             {"accepted": [2, 0], "confidence": [[0.9, 0.8], [0.3, 0.2]]}]}}}))
     args = ["replay", str(trace), "--policy", "dspark", "--acceptance", str(acc)]
-    assert main(args + ["--engine", "loop", "--out", str(tmp_path / "o")]) == 2
+    assert main(args + ["--sim-engine", "loop", "--out", str(tmp_path / "o")]) == 2
     assert "field 'engine'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
     assert main(args + ["--out", str(tmp_path / "p")]) == 0
+
+
+def test_sim_engine_is_its_own_option(trace, tmp_path, capsys):
+    # --sim-engine picks the simulator's engine (all give the same bytes); replay --engine, the
+    # name before the rename, exits 2 naming the new option, and writes nothing
+    outs = []
+    for engine in ("fast", "reference"):
+        out = tmp_path / engine
+        assert main(["replay", str(trace), "--policy", "mtp1", "--sim-engine", engine,
+                     "--out", str(out)]) == 0
+        outs.append((out / "requests.csv").read_bytes())
+    assert outs[0] == outs[1]
+    capsys.readouterr()
+    assert main(["replay", str(trace), "--engine", "fast", "--out", str(tmp_path / "old")]) == 2
+    err = capsys.readouterr().err
+    assert "field '--engine'" in err and "--sim-engine fast" in err and "Traceback" not in err
+    assert not (tmp_path / "old").exists()
+    assert main(["replay", str(trace), "--sim-engine", "turbo", "--out", str(tmp_path / "bad")]) == 2
+    assert "unknown engine 'turbo'" in capsys.readouterr().err

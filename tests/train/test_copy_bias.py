@@ -97,7 +97,7 @@ def test_sampling_with_copy_bias_is_distribution_exact(kind, small_vocab_target)
 
 
 def test_set_writes_the_bias_into_a_copy_of_the_checkpoint(trained, tmp_path):
-    from benchmarks import copy_bias as cb
+    from dspark_sim.train import copy_bias as cb
     from dspark_sim.decode.drafters.checkpoint import load_module, read_config, save_drafter
 
     src, dst = tmp_path / "src", tmp_path / "dst"
@@ -128,7 +128,7 @@ def test_a_bad_copy_bias_in_config_json_names_the_field(trained, tmp_path, bad):
 
 
 def test_set_on_a_bad_checkpoint_exits_2_and_writes_nothing(tmp_path, capsys):
-    from benchmarks import copy_bias as cb
+    from dspark_sim.train import copy_bias as cb
 
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()

@@ -158,7 +158,7 @@ def test_a_bad_copy_setting_in_config_json_names_the_field(trained, tmp_path, fi
 
 
 def test_set_writes_the_slots(trained, tmp_path):
-    from benchmarks import copy_bias as cb
+    from dspark_sim.train import copy_bias as cb
     from dspark_sim.decode.drafters.checkpoint import read_config, save_drafter
 
     save_drafter(trained["dflash"][0], tmp_path / "src")

@@ -1,9 +1,9 @@
-"""benchmarks/drafter_seeds.py: the seed table's numbers come from the measured reports, and a
+"""dspark_sim/train/reports/drafter_seeds.py: the seed table's numbers come from the measured reports, and a
 warm start is named by the run it came from."""
 import json
 from pathlib import Path
 
-from benchmarks import drafter_seeds
+from dspark_sim.train.reports import drafter_seeds
 
 
 def _report(path: Path, taus: dict) -> None:

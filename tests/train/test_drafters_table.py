@@ -1,4 +1,4 @@
-"""benchmarks/drafters_table.py: the training rows come from the runs that exist and, for a
+"""dspark_sim/train/reports/drafters_table.py: the training rows come from the runs that exist and, for a
 drafter whose run is gone, from the committed snapshot, so re-shipping one drafter keeps the
 others' rows."""
 import argparse
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import drafter_seeds, drafters_table
+from dspark_sim.train.reports import drafter_seeds, drafters_table
 
 
 def _summary(run: Path, acc: float) -> None:

@@ -1,11 +1,11 @@
-"""benchmarks/tau_decomposition.py: conditional acceptances and the split of a tau gain into
+"""dspark_sim/train/reports/tau_decomposition.py: conditional acceptances and the split of a tau gain into
 position 1 and the later positions, checked on acceptance files with known counts."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from benchmarks import tau_decomposition as td
+from dspark_sim.train.reports import tau_decomposition as td
 from dspark_sim.profiles.acceptance import AcceptanceProfile, EmpiricalRequest, TaskAcceptance
 
 

@@ -148,7 +148,7 @@ def test_the_load_generator_keeps_off_the_workers_cores():
 
 
 def test_a_batch_size_schedule_is_vllms_own_config():
-    from dspark_sim.cli.vllm_cmd import read_schedule
+    from dspark_sim.vllm.replay import read_schedule
 
     sched = read_schedule("[[1, 2, 4], [3, 16, 1]]", ["ar", "vllm-schedule"])
     cfg = speculative_config("vllm-schedule", parse_drafter("ngram"), sched)

@@ -89,3 +89,23 @@ def test_imported_acceptance_reproduces_what_vllm_reported(served, tmp_path):
     drafted = frame["drafted_tokens"].sum()
     assert abs(np.mean(verified) / drafted - 1) < 0.35, (verified, drafted)
     assert np.mean(verified) < 3 * frame["steps"].sum()      # no-draft steps verify nothing
+
+
+def test_validate_engine_vllm_simulates_again_against_the_served_run(served, tmp_path, capsys):
+    # validate --engine vllm --engine-runs: dspark_sim/vllm/validate.py on the run served above
+    # (laid out as validate writes its engine runs), nothing served again; the acceptance is
+    # imported from the run's own AIPerf records
+    import shutil
+
+    trace_path, out = served
+    runs = tmp_path / "runs"
+    shutil.copytree(out, runs / "engine" / "static-3")
+    dest = tmp_path / "validation"
+    assert main(["validate", str(trace_path), "--engine", "vllm", "--policies", "static-3",
+                 "--repeats", "1", "--engine-runs", str(runs), "--out", str(dest)]) in (0, None)
+    doc = json.loads((dest / "validation.json").read_text())
+    assert doc["engine"] == "vllm" and doc["policies"] == ["static-3"] and doc["repeats"] == 1
+    assert doc["hw"] == "cpu-2core-smollm2-135m-vllm" and doc["engine_runs"] == str(runs)
+    assert doc["acceptance"]["static-3"] == str(runs / "engine" / "static-3" / "acceptance.json")
+    assert doc["command"].startswith("dspark-sim ")
+    assert "static-3" in capsys.readouterr().out and (dest / "validation.md").is_file()

@@ -3,9 +3,9 @@
 # paper-derived acceptance profiles, closed-loop concurrency sweeps, decode-only (prefill
 # disaggregated, as DeepSeek serves) and co-located prefill. Writes runs/paper/<hw>-<prefill>/
 # (median tok/s/user) and runs/paper/<hw>-<prefill>-mean/ (mean; read from the same cache).
-#   bash benchmarks/paper_sla_sweeps.sh [disaggregated|local ...]   # ~25 min on 2 shared cores
+#   bash docs/sweeps/scripts/paper_sla_sweeps.sh [disaggregated|local ...]   # ~25 min on 2 shared cores
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 CLI=${CLI:-.venv/bin/dspark-sim}
 POLICIES=mtp1,static-3,static-5,dspark,dspark-lagged
 ACC=mtp1=paper-mtp1,static-3=paper-dspark-g5,static-5=paper-dspark-g5,dspark=paper-dspark-g5,dspark-lagged=paper-dspark-g5

@@ -2,7 +2,7 @@
 per-draft term, rebuilt from a new profile's own measurements, so that the two can be compared
 on the same engine runs (`dspark-sim validate --engine-runs DIR --hw OLD.yaml`).
 
-    python benchmarks/legacy_cost_profile.py NEW.yaml OLD.yaml [--prefill-chunks 128,256]
+    python docs/validation/scripts/legacy_cost_profile.py NEW.yaml OLD.yaml [--prefill-chunks 128,256]
 
 The old profiler fitted one step curve through the decode points and the prefill chunks (the
 shipped grid timed chunks of 128 and 256 tokens only, above the largest decode batch) and kept
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
 
 from dspark_sim.errors import InputError
 from dspark_sim.hardware.analytic_profile import significant
@@ -34,7 +33,7 @@ def legacy(new: HardwareProfile, chunks: set[int]) -> HardwareProfile:
     extra = {k: v for k, v in new.extra.items() if k not in ("fit", "measurements")}
     extra["fit"] = fit.summary()
     extra["measurements"] = [p.as_dict() for p in fit.points]
-    extra["notes"] = ("Legacy form of a measured profile (benchmarks/legacy_cost_profile.py): one "
+    extra["notes"] = ("Legacy form of a measured profile (docs/validation/scripts/legacy_cost_profile.py): one "
                       "step curve through the decode points and the prefill chunks of "
                       f"{sorted(chunks)} tokens, block drafters at gamma drafts. "
                       + str(new.extra.get("notes", "")))

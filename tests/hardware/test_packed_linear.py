@@ -1,11 +1,11 @@
-"""benchmarks/verify_kernels.py: the oneDNN-packed Linear it times computes the same product as
-torch's Linear (to fp32 rounding) at every row count and input rank, and keeps 1-row inputs on the
-default kernel, bit for bit (and every row when switched off)."""
+"""hardware/packed_linear.py (what benchmarks/verify_kernels.py times): the oneDNN-packed Linear
+computes the same product as torch's Linear (to fp32 rounding) at every row count and input rank,
+and keeps 1-row inputs on the default kernel, bit for bit (and every row when switched off)."""
 import pytest
 import torch
 from torch import nn
 
-from benchmarks.verify_kernels import PackedLinear, swap_linears, use_packed
+from dspark_sim.hardware.packed_linear import PackedLinear, swap_linears, use_packed
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch")
 

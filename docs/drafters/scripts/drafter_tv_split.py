@@ -2,7 +2,7 @@
 records: those a reference cache also holds (the data the drafter was trained on) against the
 others, overall and per task. It sizes a drafter's fit to its training answers.
 
-    python benchmarks/drafter_tv_split.py --cache runs/train/features-full \\
+    python docs/drafters/scripts/drafter_tv_split.py --cache runs/train/features-full \\
         --seen runs/train/features --rows 10 dspark_sim/data/drafters/dspark dspark_sim/data/drafters/eagle3
 
 Rows are packed like training rows (1,024 tokens; Eagle3 512), the validation loss of

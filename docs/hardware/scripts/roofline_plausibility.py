@@ -12,7 +12,7 @@ Two kinds of figure:
     T(R) = draft_time(R) + step_time(w R, R x C), speed tau / T, throughput R tau / T / GPUs.
 Steady state, no queueing, uniform contexts.
 
-    python benchmarks/roofline_plausibility.py           # prints the markdown table of docs/hardware.md
+    python docs/hardware/scripts/roofline_plausibility.py           # prints the markdown table of docs/hardware.md
 """
 from __future__ import annotations
 

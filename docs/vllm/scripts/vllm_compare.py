@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dspark_sim.profiles.acceptance import AcceptanceProfile  # noqa: E402
-from dspark_sim.profiles.hardware import HardwareProfile  # noqa: E402
+from dspark_sim.profiles.acceptance import AcceptanceProfile
+from dspark_sim.profiles.hardware import HardwareProfile
 
 
 def _steps(task) -> tuple[int, int, int]:

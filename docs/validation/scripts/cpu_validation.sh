@@ -2,13 +2,13 @@
 # The measured CPU profile of the embedded target and its drafters, then sim-to-real validation
 # on the two validation traces. Timing is meaningless under contention: every step first waits
 # (up to WAIT seconds) until the 1-minute load average is below MAXLOAD, and logs the load.
-# Usage: benchmarks/cpu_validation.sh [profile] [validate]      (default: both)
+# Usage: docs/validation/scripts/cpu_validation.sh [profile] [validate]      (default: both)
 # Settings: DRAFTER (dspark), POLICIES (ar,mtp1,static-3,dspark), REPEATS (3), TRACES (validate-burst
 # validate-concurrent), MAXLOAD (1.2), WAIT (3600), OUT (runs/validate), CLI (.venv/bin/dspark-sim),
 # HW_OUT (hw_profiles/cpu-2core-smollm2-135m.yaml: where profile writes, validate reads). The summaries
 # (validation.md / .json, overlay.png) are copied to DOCS/<trace>-<drafter>/ (DOCS: docs/validation).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 COLUMNS=${COLUMNS:-160}
 CLI=${CLI:-.venv/bin/dspark-sim}
 DRAFTER=${DRAFTER:-dspark}

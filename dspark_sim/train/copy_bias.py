@@ -3,10 +3,10 @@ held-out prompts, and write it into a copy of a checkpoint.
 
     # tau per task on the calibration prompts (GSM8K train questions never trained on, held-out
     # code and chat templates), every draft verified, for each [bigram:unigram] bias:
-    python benchmarks/copy_bias.py grid runs/train/dspark-s1-fix1200/drafter \\
+    python -m dspark_sim.train.copy_bias grid runs/train/dspark-s1-fix1200/drafter \\
         --pairs 0:0,4:0,8:0,12:0,8:2 --n 10 --out runs/copy/grid-dspark-s1.json
     # a checkpoint directory with the chosen bias in its config.json (weights copied as they are):
-    python benchmarks/copy_bias.py set runs/train/dspark-s1-fix1200/drafter \\
+    python -m dspark_sim.train.copy_bias set runs/train/dspark-s1-fix1200/drafter \\
         runs/train/dspark-s1-fix1200copy/drafter --bigram 12 --unigram 0
 
 The benchmark prompts (GSM8K test, HumanEval, MT-Bench) are never used to choose the bias.
@@ -22,9 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from dspark_sim.errors import InputError
-from dspark_sim.fileio import write_json_atomic
-
-GSM8K_TRAIN = "../shared/prompts/gsm8k/train.jsonl"
+from dspark_sim.fileio import json_text, write_json_atomic
 
 
 def parse_pairs(spec: str) -> list[tuple[float, float]]:
@@ -76,7 +74,7 @@ def grid(args: argparse.Namespace) -> None:
             row[task] = round(pooled_tau(np.array(accepted), np.array(steps)), 4)
         row["macro"] = round(sum(row[t] for t in tasks) / len(tasks), 4)
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json_text(row), flush=True)
     best = max(rows, key=lambda r: r["macro"])
     result = {"checkpoint": str(args.checkpoint), "temperature": args.temperature,
               "prompts_per_task": args.n, "tokens": args.tokens, "gamma": args.gamma,
@@ -123,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--gamma", type=int, default=7, help="drafts per step, all verified")
     g.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     g.add_argument("--target", default="embedded", help="target model (default: the embedded one)")
-    g.add_argument("--gsm8k-train", default=GSM8K_TRAIN, help="GSM8K train JSONL (math prompts)")
+    g.add_argument("--gsm8k-train", default=None, help="GSM8K train JSONL (math prompts) "
+                   "[the held-out questions shipped in the package]")
     g.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     g.add_argument("--out", type=Path, help="write the grid and the best pair here (JSON)")
     s = sub.add_parser("set", help="copy a checkpoint with copy_bias written into its config")

@@ -19,9 +19,9 @@ and the same costs:
 
 Ratios are tokens/s over `plain` per prompt, median (mean) per task. Usage:
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gate_replay.py record --drafter dspark \\
+    HF_HUB_OFFLINE=1 .venv/bin/python -m dspark_sim.decode.gate_replay record --drafter dspark \\
         --skip 4 --prompts 10 --out runs/gate/record.json
-    .venv/bin/python benchmarks/gate_replay.py replay runs/gate/record.json \\
+    .venv/bin/python -m dspark_sim.decode.gate_replay replay runs/gate/record.json \\
         [--hw hw_profiles/cpu-1thread-smollm2-135m-decode-loop.yaml]
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_HW = "hw_profiles/cpu-1thread-smollm2-135m-decode-loop.yaml"
+DEFAULT_HW = "cpu-1thread-smollm2-135m-decode-loop"   # shipped (hw_profiles/)
 
 
 def record(args) -> None:

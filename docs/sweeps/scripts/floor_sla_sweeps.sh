@@ -4,9 +4,9 @@
 # concurrency sweeps, decode-only (prefill disaggregated), mean tok/s/user, once with the offline
 # paper-derived DSpark acceptance (paper-dspark-g5) and once with the production-like assumption
 # (production-dspark-g5). Writes runs/floors/<hw>-<acc>/ (one shared cache per profile).
-#   bash benchmarks/floor_sla_sweeps.sh        # ~6 min on 2 shared cores
+#   bash docs/sweeps/scripts/floor_sla_sweeps.sh        # ~6 min on 2 shared cores
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 CLI=${CLI:-.venv/bin/dspark-sim}
 for spec in h200-qwen3-8b-roofline:256 h200x32-deepseek-v3-ep32-roofline:2048 h200x8-deepseek-v3-ep8-roofline:2048; do
   hw=${spec%%:*}; top=${spec##*:}

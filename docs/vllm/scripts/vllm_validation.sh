@@ -2,7 +2,7 @@
 # vLLM as the reference engine, on this machine: its measured step curve, the simulator against
 # it on the validation traces and an Azure conversation slice, and its n-gram drafter's acceptance
 # on GSM8K / HumanEval / MT-Bench beside the decode core's. Needs `make setup setup-vllm`.
-# Usage: benchmarks/vllm_validation.sh [profile] [validate] [schedule] [resimulate] [acceptance] [curves]
+# Usage: docs/vllm/scripts/vllm_validation.sh [profile] [validate] [schedule] [resimulate] [acceptance] [curves]
 #        (default: profile validate schedule acceptance curves; schedule validates vLLM's
 #        batch-size schedule SCHEDULE on the two validation traces; resimulate re-runs only the
 #        simulator against the vLLM runs of an earlier validate, e.g. after re-profiling or with
@@ -11,7 +11,7 @@
 # validate-concurrent azure-slice), N (20 prompts per task), OUT (runs/vllm). Summaries are copied
 # to docs/validation/vllm-<trace>/ and docs/vllm/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 COLUMNS=${COLUMNS:-160}
 CLI=".venv/bin/python -m dspark_sim"
 POLICIES=${POLICIES:-ar,static-2,static-4}
@@ -68,11 +68,11 @@ acceptance)
     --max-new-tokens 128 --out "$OUT/vllm-ngram-g4.acceptance.json" | tee "$OUT/vllm-ngram-g4.txt"
   $CLI measure --drafter ngram --gamma 4 --tasks "$PROMPTS" --n "$N" --max-new-tokens 128 \
     --no-plain --device cpu --threads 1 --out "$OUT/core-ngram-g4.acceptance.json" | tee "$OUT/core-ngram-g4.txt"
-  .venv/bin/python benchmarks/vllm_compare.py acceptance "$OUT/vllm-ngram-g4.acceptance.json" \
+  .venv/bin/python docs/vllm/scripts/vllm_compare.py acceptance "$OUT/vllm-ngram-g4.acceptance.json" \
     "$OUT/core-ngram-g4.acceptance.json" | tee docs/vllm/acceptance.md
   ;;
 curves)
-  .venv/bin/python benchmarks/vllm_compare.py curves hw_profiles/cpu-2core-smollm2-135m-vllm.yaml \
+  .venv/bin/python docs/vllm/scripts/vllm_compare.py curves hw_profiles/cpu-2core-smollm2-135m-vllm.yaml \
     hw_profiles/cpu-2core-smollm2-135m.yaml | tee docs/vllm/step-curves.md
   ;;
 *) echo "unknown step $step" >&2; exit 2 ;;

@@ -1,0 +1,142 @@
+"""Where a fitted profile's drafting cost comes from, so that drafting is never silently free.
+
+A profile fitted to observations of one policy knows the target step; the drafters it will price
+later were often never observed. Three sources, in the order `profile fit` prefers them:
+
+- `tables`: draft_time tables copied from another profile (`--draft-time-from`), typically a
+  measured one;
+- `roofline`: the draft tables of the analytic profile of the same GPU and model (`--roofline`;
+  each drafter kind's cost from its shape, hardware/analytic_profile.py);
+- `layer_share`: with no roofline (an unpublished model shape, a GPU not in the table), each
+  drafter pass costs its share of the fitted target step: a drafter of `draft_layers` layers
+  against a target of `target_layers` runs `share = draft_layers / target_layers` of a target
+  forward over the tokens it drafts (`share x step(tokens)`). Block drafters (dflash, dspark)
+  make one pass over R x gamma tokens; autoregressive ones (mtp1, eagle3) one pass over R tokens
+  per sequential draft. First order only: the drafter's own LM head and launch floor scale with
+  the share too.
+
+`none` (drafting free) is the fallback only when nothing is given, and `describe()` says so
+loudly; the fit records the source in its report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InputError
+from ..profiles.curve import Curve
+from ..profiles.hardware import HardwareProfile
+
+BLOCK_KINDS = ("dflash", "dspark")           # one pass over R x gamma tokens
+SEQUENTIAL_KINDS = ("mtp1", "eagle3")        # one pass over R tokens per draft
+REQUEST_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+@dataclass(frozen=True)
+class LayerShare:
+    """One drafter kind priced as a share of the target step."""
+
+    kind: str
+    draft_layers: float
+    target_layers: float
+    gamma: int = 1                                   # block drafters: drafts per pass
+
+    @property
+    def share(self) -> float:
+        return self.draft_layers / self.target_layers
+
+    def seconds(self, step: Callable[[np.ndarray], np.ndarray], requests, drafts=1):
+        """Draft seconds for `requests` decoding requests making `drafts` drafts each."""
+        R = np.asarray(requests, dtype=float)
+        if self.kind in BLOCK_KINDS:
+            return self.share * np.asarray(step(R * self.gamma)) * (R > 0)
+        return self.share * np.asarray(step(np.maximum(R, 1.0))) * np.asarray(drafts) * (R > 0)
+
+
+@dataclass
+class DraftCosts:
+    """The draft-cost source of a fit: copied tables, or layer shares of the fitted step."""
+
+    source: str = "none"                                  # none | tables | roofline | layer_share
+    origin: str = ""                                      # profile name / what the shares are
+    tables: HardwareProfile | None = None
+    shares: dict[str, LayerShare] = field(default_factory=dict)
+
+    def seconds(self, kind: str | None, step: Callable[[np.ndarray], np.ndarray], requests, drafts=1) -> float:
+        """Draft seconds of one iteration (0 without a source for `kind`)."""
+        if not kind:
+            return 0.0
+        if self.tables is not None:
+            return float(self.tables.draft_time(kind, requests, drafts))
+        share = self.shares.get(kind)
+        return float(share.seconds(step, requests, drafts)) if share else 0.0
+
+    def apply(self, prof: HardwareProfile) -> None:
+        """Write the draft tables into a fitted profile (layer shares tabulated on its own step)."""
+        if self.tables is not None:
+            prof.draft_curves = dict(self.tables.draft_curves)
+            prof.per_draft_kinds = self.tables.per_draft_kinds
+            prof.draft_slopes = dict(self.tables.draft_slopes)
+            return
+        per_draft = set(prof.per_draft_kinds)
+        for kind, share in self.shares.items():
+            grid = np.array([r for r in REQUEST_GRID if r <= (prof.max_batch_tokens or 4096)], dtype=float)
+            secs = share.seconds(lambda b: prof.step_time(b), grid)
+            prof.draft_curves[kind] = Curve.of(grid, np.maximum(secs, 1e-12))
+            if kind in SEQUENTIAL_KINDS:
+                per_draft.add(kind)
+        prof.per_draft_kinds = frozenset(per_draft)
+
+    def describe(self) -> str:
+        """One line for the console and the report: where the draft costs came from."""
+        if self.source == "none":
+            return ("draft costs: NONE given -- drafting is free in this profile (optimistic for every "
+                    "speculative policy); give --roofline, --draft-time-from or --draft-layer-share")
+        if self.source == "layer_share":
+            parts = ", ".join(f"{k} = {s.draft_layers:g}/{s.target_layers:g} of a target step"
+                              + (f" over R x {s.gamma} tokens" if k in BLOCK_KINDS else " per draft")
+                              for k, s in self.shares.items())
+            return f"draft costs: layer share of the fitted step ({parts}){' -- ' + self.origin if self.origin else ''}"
+        kinds = ", ".join(sorted(self.tables.draft_curves)) if self.tables else ""
+        return f"draft costs: {self.source} tables of {self.origin} ({kinds or 'no drafter kinds'})"
+
+    def as_dict(self) -> dict:
+        out: dict = {"source": self.source, "origin": self.origin, "summary": self.describe()}
+        if self.shares:
+            out["layer_share"] = {k: {"draft_layers": s.draft_layers, "target_layers": s.target_layers,
+                                      "gamma": s.gamma} for k, s in self.shares.items()}
+        return out
+
+
+def parse_layer_shares(text: str) -> dict[str, LayerShare]:
+    """'dspark=3/43:7,eagle3=1/36' -> LayerShare per kind (':G' = drafts per block pass)."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, sep, rest = part.partition("=")
+        ratio, _, gamma = rest.partition(":")
+        num, slash, den = ratio.partition("/")
+        try:
+            share = LayerShare(kind.strip(), float(num), float(den), int(gamma) if gamma else 1)
+        except ValueError:
+            raise InputError(f"expected KIND=DRAFT_LAYERS/TARGET_LAYERS[:GAMMA], got {part!r}",
+                             field="draft-layer-share") from None
+        if not sep or not slash or share.draft_layers <= 0 or share.target_layers <= 0 or share.gamma < 1:
+            raise InputError(f"expected KIND=DRAFT_LAYERS/TARGET_LAYERS[:GAMMA] with positive numbers, "
+                             f"got {part!r}", field="draft-layer-share")
+        out[share.kind] = share
+    return out
+
+
+def choose_draft_costs(tables: HardwareProfile | None, roofline: HardwareProfile | None,
+                       shares: dict[str, LayerShare] | None) -> DraftCosts:
+    """The draft-cost source `profile fit` uses: given tables, else the roofline's (same GPU and
+    model), else layer shares, else none (free, said loudly by `describe()`)."""
+    if tables is not None:
+        return DraftCosts("tables", tables.name, tables=tables)
+    if roofline is not None and roofline.draft_curves:
+        return DraftCosts("roofline", roofline.name, tables=roofline)
+    if shares:
+        return DraftCosts("layer_share", "", shares=dict(shares))
+    return DraftCosts()

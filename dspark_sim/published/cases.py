@@ -1,0 +1,259 @@
+"""Published GPU speculative-decoding sweeps as data: the format, its provenance rules, the loader.
+
+A case file (YAML, `schema: dspark-sim/published-case/v1`, shipped in
+dspark_sim/data/published_cases/) holds one published sweep: a baseline arm (no speculation or
+MTP-1) and speculative arms measured at the same loads, with where every number came from.
+
+    name, title
+    source: {url, where, license?}           where = table / figure / comment the numbers are in
+    setup: {model, hardware, engine, dataset, load, gpus (per replica, the throughput divisor),
+            requests?, notes?}
+    prompt_tokens / output_tokens: {value, basis, how}     mean lengths the simulated users send
+    prefill: local | disaggregated
+    loads: [C, ...]                           closed-loop users per replica (concurrency)
+    throughput_unit: system | per_gpu         how the published throughput is stated
+    fit: {family: linear | buckets | roofline, fix: {PARAM: VALUE}}
+    draft_costs: {layer_share: {KIND: "D/L[:G]"}, basis, how}   how drafting is priced
+    baseline: ARM
+    arms: [{name, label, policy, read, throughput: [...], tps_user?: {values, basis, how},
+            acceptance?: {...}, budget?: {values, basis, how}}]
+
+Every group of numbers carries a `basis`: `published` (as printed), `read` (read off a figure;
+`how` says how), `derived` (computed from published numbers; `how` gives the formula) or
+`assumed` (not published; `how` says why this value). An arm's acceptance is `position_accept`
+(conditional per position), `position_rates` (unconditional, vLLM's per-position metric) or
+`accept_length` (mean tokens per verify step at gamma drafts; a flat per-position rate is solved
+from it), plus gamma, drafter_kind, basis, how, source. Numbers stay as published: the loader
+derives per-GPU throughput and, where none is published, tok/s/user = throughput x GPUs / users
+(Little's law, decode-only), and says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..fileio import read_yaml
+from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
+from ..profiles.validate import FieldChecker
+from ..sim.policies import check_policy_name
+
+CASE_SCHEMA = "dspark-sim/published-case/v1"
+BASES = ("published", "read", "derived", "assumed")
+CASES_DIR = Path(__file__).resolve().parent.parent / "data" / "published_cases"
+_SETUP_REQUIRED = ("model", "hardware", "engine", "dataset", "load")
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """A group of numbers with its provenance."""
+
+    values: tuple[float, ...]
+    basis: str
+    how: str
+
+
+@dataclass
+class Arm:
+    """One arm of a sweep: a policy measured at every load."""
+
+    name: str
+    label: str
+    policy: str
+    read: str
+    throughput: tuple[float, ...]            # as published (system or per GPU, see the case)
+    tps_user: Numbers | None = None
+    acceptance: AcceptanceProfile | None = None
+    acceptance_note: dict[str, str] = field(default_factory=dict)
+    budget: Numbers | None = None
+
+
+@dataclass
+class Case:
+    """One published sweep."""
+
+    name: str
+    title: str
+    source: dict[str, str]
+    setup: dict[str, Any]
+    gpus: int
+    prompt_tokens: Numbers
+    output_tokens: Numbers
+    prefill: str
+    loads: tuple[int, ...]
+    throughput_unit: str
+    fit: dict[str, Any]
+    draft_costs: dict[str, Any]
+    baseline: str
+    arms: list[Arm]
+    path: str = ""
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+    def per_gpu(self, arm: Arm) -> np.ndarray:
+        """The arm's throughput per GPU (derived when published for the whole system)."""
+        thr = np.asarray(arm.throughput, dtype=float)
+        return thr / self.gpus if self.throughput_unit == "system" else thr
+
+    def tps_user(self, arm: Arm) -> np.ndarray:
+        """Published tok/s/user, else Little's law: throughput per GPU x GPUs / users."""
+        if arm.tps_user is not None:
+            return np.asarray(arm.tps_user.values, dtype=float)
+        return self.per_gpu(arm) * self.gpus / np.asarray(self.loads, dtype=float)
+
+
+def _numbers(check: FieldChecker, spec: Any, key: str, count: int | None = None) -> Numbers:
+    spec = check.mapping(spec, key)
+    raw = spec.get("values", spec.get("value"))
+    if raw is None:
+        raise check.fail(f"{key}.values", "required (the numbers)")
+    vals = check.number_list(raw if isinstance(raw, list) else [raw], f"{key}.values", 0.0, exclusive=True)
+    if count is not None and len(vals) != count:
+        raise check.fail(f"{key}.values", f"has {len(vals)} values but the case has {count} loads")
+    return Numbers(tuple(vals), _basis(check, spec, key), _text(check, spec, "how", key))
+
+
+def _basis(check: FieldChecker, spec: dict, key: str) -> str:
+    basis = _text(check, spec, "basis", key)
+    if basis not in BASES:
+        raise check.fail(f"{key}.basis", f"must be one of {', '.join(BASES)}, got {basis!r}")
+    return basis
+
+
+def _text(check: FieldChecker, spec: dict, name: str, prefix: str) -> str:
+    value = check.require(spec, name, prefix)
+    if not isinstance(value, str) or not value.strip():
+        raise check.fail(f"{prefix}.{name}", "expected a non-empty text (provenance is required)")
+    return value.strip()
+
+
+def _acceptance(check: FieldChecker, spec: Any, key: str, case_name: str) -> tuple[AcceptanceProfile, dict]:
+    spec = check.mapping(spec, key)
+    gamma = check.integer(check.require(spec, "gamma", key), f"{key}.gamma", 1)
+    kind = _text(check, spec, "drafter_kind", key)
+    note = {"basis": _basis(check, spec, key), "how": _text(check, spec, "how", key),
+            "source": _text(check, spec, "source", key)}
+    given = [k for k in ("position_accept", "position_rates", "accept_length") if k in spec]
+    if len(given) != 1:
+        raise check.fail(key, "give exactly one of position_accept, position_rates, accept_length")
+    if given[0] == "accept_length":
+        length = check.number(spec["accept_length"], f"{key}.accept_length", 1.0, exclusive=True)
+        if length >= gamma + 1:
+            raise check.fail(f"{key}.accept_length", f"{length} is not below gamma + 1 = {gamma + 1}")
+        alpha = flat_rate(length, gamma)
+        cond = [alpha] * gamma
+        note["derived"] = f"flat per-position acceptance {alpha:.4f} solves 1 + sum_j a^j = {length:g} (j = 1..{gamma})"
+    else:
+        vals = check.number_list(spec[given[0]], f"{key}.{given[0]}", 0.0)
+        if len(vals) != gamma or any(v > 1 for v in vals):
+            raise check.fail(f"{key}.{given[0]}", f"expected {gamma} rates in [0, 1]")
+        if given[0] == "position_rates":
+            if any(b > a + 1e-12 for a, b in zip(vals, vals[1:])):
+                raise check.fail(f"{key}.position_rates", "unconditional rates must not increase")
+            cond = [vals[0]] + [b / a if a > 0 else 0.0 for a, b in zip(vals, vals[1:])]
+            note["derived"] = "conditional rates = rate_j / rate_(j-1) of the published per-position rates"
+        else:
+            cond = vals
+    prof = AcceptanceProfile(name=f"{case_name}-{key.split('.')[0]}", gamma=gamma,
+                             tasks={"default": TaskAcceptance("parametric", np.asarray(cond, dtype=float))},
+                             default_task="default", drafter_kind=kind,
+                             extra={"source": note["source"], "notes": f"{note['basis']}: {note['how']}"})
+    return prof, note
+
+
+def flat_rate(length: float, gamma: int) -> float:
+    """The per-position acceptance a with 1 + a + a^2 + ... + a^gamma = length (bisection)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 1 + sum(mid ** j for j in range(1, gamma + 1)) < length else (lo, mid)
+    return (lo + hi) / 2
+
+
+def load_case(path: str | Path) -> Case:
+    """Read and check one case file; errors name FILE:LINE and the field (exit 2 in the CLI)."""
+    data, lines = read_yaml(path)
+    check = FieldChecker(path, lines)
+    data = check.mapping(data, "(document)")
+    check.schema(data, CASE_SCHEMA)
+    name = _text(check, data, "name", "(document)")
+    title = _text(check, data, "title", "(document)")
+    source = check.mapping(check.require(data, "source"), "source")
+    src = {k: _text(check, source, k, "source") for k in ("url", "where")}
+    if "license" in source:
+        src["license"] = _text(check, source, "license", "source")
+    setup = check.mapping(check.require(data, "setup"), "setup")
+    for key in _SETUP_REQUIRED:
+        _text(check, setup, key, "setup")
+    gpus = check.integer(check.require(setup, "gpus", "setup"), "setup.gpus", 1)
+    loads = [check.integer(v, f"loads[{i}]", 1) for i, v in enumerate(check.require(data, "loads") or [])]
+    if len(loads) < 2:
+        raise check.fail("loads", "expected at least two loads (concurrencies)")
+    check.increasing(loads, "loads")
+    unit = check.string(check.require(data, "throughput_unit"), "throughput_unit")
+    if unit not in ("system", "per_gpu"):
+        raise check.fail("throughput_unit", f"must be system or per_gpu, got {unit!r}")
+    prefill = check.string(data.get("prefill", "local"), "prefill")
+    if prefill not in ("local", "disaggregated"):
+        raise check.fail("prefill", f"must be local or disaggregated, got {prefill!r}")
+    fit = check.mapping(data.get("fit") or {}, "fit")
+    drafts = check.mapping(check.require(data, "draft_costs"), "draft_costs")
+    if "layer_share" in drafts:
+        check.mapping(drafts["layer_share"], "draft_costs.layer_share")
+    _basis(check, drafts, "draft_costs")
+    _text(check, drafts, "how", "draft_costs")
+    arms = []
+    for i, spec in enumerate(check.require(data, "arms") or []):
+        key = f"arms[{i}]"
+        spec = check.mapping(spec, key)
+        arm_name = _text(check, spec, "name", key)
+        policy = _text(check, spec, "policy", key)
+        try:
+            check_policy_name(policy)
+        except InputError as exc:
+            raise check.fail(f"{key}.policy", exc.message) from None
+        thr = check.number_list(check.require(spec, "throughput", key), f"{key}.throughput", 0.0, exclusive=True)
+        if len(thr) != len(loads):
+            raise check.fail(f"{key}.throughput", f"has {len(thr)} values but the case has {len(loads)} loads")
+        arm = Arm(arm_name, _text(check, spec, "label", key), policy, _text(check, spec, "read", key), tuple(thr))
+        if "tps_user" in spec:
+            arm.tps_user = _numbers(check, spec["tps_user"], f"{key}.tps_user", len(loads))
+        if "budget" in spec:
+            arm.budget = _numbers(check, spec["budget"], f"{key}.budget", len(loads))
+        if policy != "ar":
+            if "acceptance" not in spec:
+                raise check.fail(f"{key}.acceptance", f"a speculative arm ({policy}) needs its acceptance")
+            arm.acceptance, arm.acceptance_note = _acceptance(check, spec["acceptance"], f"{arm_name}.acceptance", name)
+        arms.append(arm)
+    if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
+        raise check.fail("arms", "expected at least two arms with distinct names")
+    baseline = _text(check, data, "baseline", "(document)")
+    if baseline not in {a.name for a in arms}:
+        raise check.fail("baseline", f"{baseline!r} is not one of the arms")
+    return Case(name=name, title=title, source=src, setup=dict(setup), gpus=gpus,
+                prompt_tokens=_numbers(check, check.require(data, "prompt_tokens"), "prompt_tokens"),
+                output_tokens=_numbers(check, check.require(data, "output_tokens"), "output_tokens"),
+                prefill=prefill, loads=tuple(loads), throughput_unit=unit, fit=dict(fit),
+                draft_costs=dict(drafts), baseline=baseline, arms=arms, path=str(path))
+
+
+def shipped_cases() -> dict[str, Path]:
+    """Case name (file stem) -> path of every shipped case."""
+    return {p.name[:-len(".case.yaml")]: p for p in sorted(CASES_DIR.glob("*.case.yaml"))}
+
+
+def resolve_cases(names: list[str]) -> list[Case]:
+    """Shipped case names or case files; none = every shipped case."""
+    shipped = shipped_cases()
+    out = []
+    for n in names or list(shipped):
+        path = shipped.get(n) or Path(n)
+        if not path.exists():
+            raise InputError(f"unknown case {n!r}; shipped: {', '.join(shipped)} (or a case file)",
+                             field="CASE")
+        out.append(load_case(path))
+    return out

@@ -1,0 +1,100 @@
+"""The error table (Markdown, JSON) and the overlay plot of `dspark-sim validate-published`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..fileio import write_json_atomic, write_text_atomic
+from ..plots import new_figure, save_figure
+from .predict import CaseResult, summary
+
+
+def case_markdown(res: CaseResult) -> str:
+    """One case: provenance, the fit of the baseline, the per-arm per-load table."""
+    c, fit = res.case, res.fit
+    lines = [f"## {c.name}: {c.title}", "",
+             f"Source: {c.source['url']} ({c.source['where']}). Setup: {c.setup['model']} on "
+             f"{c.setup['hardware']}, {c.setup['engine']}, {c.setup['dataset']}; {c.setup['load']}; "
+             f"{c.gpus} GPU(s) per replica; mean lengths {c.prompt_tokens.values[0]:g} in "
+             f"({c.prompt_tokens.basis}) / {c.output_tokens.values[0]:g} out ({c.output_tokens.basis}); "
+             f"prefill {c.prefill}.", "",
+             f"Baseline fit ({fit.profile.name}, family {c.fit.get('family', 'roofline')}): "
+             + ", ".join(f"{k} = {v:.4g}" for k, v in fit.params.items())
+             + f"; residuals on the baseline arm: "
+             + ", ".join(f"{r['users']}: {r['throughput_rel_error']:+.1%}" for r in fit.residuals() if r["kind"] == "load")
+             + f". {res.draft_summary}.", ""]
+    for arm in c.arms:
+        if arm.acceptance is not None:
+            note = arm.acceptance_note
+            tau = arm.acceptance.for_task("default").mean_tau(arm.acceptance.gamma)
+            lines.append(f"- {arm.label} ({arm.policy}): acceptance {note['basis']} -- {note['how']} "
+                         f"[{note['source']}]" + (f"; {note['derived']}" if "derived" in note else "")
+                         + f"; tokens per verify at gamma = {arm.acceptance.gamma}: {tau:.2f}.")
+    lines += ["", "| arm | load | published tok/s/GPU | predicted | throughput error | published gain | "
+                  "predicted gain | gain error | flags |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in res.rows:
+        flags = []
+        if r["extrapolated"]:
+            flags.append("extrapolated")
+        if r["published_below_baseline"]:
+            flags.append("same side" if r["same_side"] else "WRONG SIDE")
+        gain = "(fitted)" if r["baseline"] else f"x{r['published_gain']:.2f} | x{r['predicted_gain']:.2f} | {r['gain_error']:+.1%}"
+        lines.append(f"| {r['label']} | {r['load']} | {r['published_tok_s_per_gpu']:,.0f} | "
+                     f"{r['predicted_tok_s_per_gpu']:,.0f} | {r['throughput_error']:+.1%} | "
+                     + (gain if not r["baseline"] else "(baseline) | | ") + f" | {', '.join(flags)} |")
+    s = summary(res.rows)
+    lines += ["", f"Gain within 15% on {s['within_target']} of {s['speculative_cells']} speculative cells "
+                  f"(worst {s['max_abs_gain_error']:.0%}); published losses predicted on the same side: "
+                  f"{s['losses_same_side']} of {s['published_losses']}; extrapolated beyond the fitted "
+                  f"batch sizes: {s['extrapolated_cells']}.", ""]
+    return "\n".join(lines)
+
+
+def write_report(results: list[CaseResult], out: Path, meta: dict,
+                 cost_models: list[tuple[str, list[dict]]] = ()) -> list[Path]:
+    """table.md, table.json and one overlay PNG per case, written atomically (`cost_models`:
+    (markdown, rows) of the published cost models compared with the roofline)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [r for res in results for r in res.rows]
+    total = summary(rows)
+    head = ["# Published GPU cases: predicted vs published gains", "",
+            f"Settings: {meta['settings']}. Gain = arm / baseline arm at the same load (published: "
+            f"both published; predicted: both simulated under the profile fitted to the baseline arm).",
+            "", f"All cases: gain within 15% on {total['within_target']} of {total['speculative_cells']} "
+                f"speculative cells; losses on the same side {total['losses_same_side']} of "
+                f"{total['published_losses']}.", ""]
+    written = [out / "table.md", out / "table.json"]
+    write_text_atomic(written[0], "\n".join(head) + "\n" + "\n".join(case_markdown(r) for r in results)
+                      + "\n" + "\n".join(md for md, _ in cost_models))
+    write_json_atomic(written[1], {"meta": meta, "summary": total, "rows": rows,
+                                   "cost_models": [r for _, r in cost_models],
+                                   "fits": {r.case.name: {"parameters": r.fit.params,
+                                                          "uncertainty": r.fit.uncertainty,
+                                                          "observed_range": r.fit.observed_range,
+                                                          "draft_costs": r.draft_summary}
+                                            for r in results}})
+    for res in results:
+        written.append(overlay(res, out / f"{res.case.name}.png"))
+    return written
+
+
+def overlay(res: CaseResult, path: Path) -> Path:
+    """Published (markers) vs predicted (lines) tok/s/GPU per arm over the published loads."""
+    import matplotlib
+
+    fig, ax = new_figure(size=(7.0, 4.6))
+    cmap = matplotlib.colormaps["tab10"]
+    for i, arm in enumerate(res.case.arms):
+        rows = [r for r in res.rows if r["arm"] == arm.name]
+        x = np.array([r["load"] for r in rows])
+        ax.plot(x, [r["published_tok_s_per_gpu"] for r in rows], "o", color=cmap(i), ms=6)
+        ax.plot(x, [r["predicted_tok_s_per_gpu"] for r in rows], "-", color=cmap(i),
+                label=f"{arm.label}" + (" (fitted)" if arm.name == res.case.baseline else " (predicted)"))
+    ax.plot([], [], "ko", label="published")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrency (users per replica)")
+    ax.set_ylabel("output tok/s per GPU")
+    ax.set_title(res.case.name, fontsize=9)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)

@@ -1,0 +1,77 @@
+"""`dspark-sim validate --engine vllm`: the simulator against vLLM serving the same trace.
+
+Each policy is served on its own warm vLLM server `repeats` times (or the runs of an earlier
+validate are read back), the simulator replays the trace with the vLLM profile and each
+policy's acceptance (given, or imported from its first vLLM run's per-request metrics), and
+the error table, spread and overlays are written as serve/validate.py writes them.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from ..errors import InputError
+
+VLLM_DEFAULT_HW = "cpu-2core-smollm2-135m-vllm"
+
+
+def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acceptance: str | None,
+                     repeats: int, out: Path, seed: int, engine_runs: Path | None = None,
+                     kv_semantics: str = "reserve", command: str = "",
+                     status: Callable[[str], None] | None = None, **inputs):
+    """Serve (or read back from `engine_runs`), simulate, compare and write into `out`; the
+    Validation and the files written. `inputs`: the keyword arguments of
+    replay.replay_inputs after `seed` (bs_schedule among them)."""
+    from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
+                                     load_hw_profile)
+    from ..serve.validate import compare_with_sim, write_validation
+    from ..sim.replay import parse_acceptance_option
+    from .replay import (imported_acceptance, load_engine_runs, read_schedule, replay_inputs,
+                         serve_trace_vllm)
+    from .runtime import policy_spec_tokens
+
+    if repeats < 1:
+        raise InputError(f"must be >= 1, got {repeats}", field="--repeats")
+    hw_name = hw or VLLM_DEFAULT_HW
+    hw_prof = load_hw_profile(hw_profile_path(hw_name))
+    given = parse_acceptance_option(acceptance, policies) if acceptance else {}
+    loaded = {p: (load_acceptance_profile(acceptance_profile_path(given[p])), str(given[p]))
+              for p in policies if given.get(p) and policy_spec_tokens(p) != 0}
+    load_before = os.getloadavg()
+    if engine_runs is not None:
+        from ..traces.schema import load_trace
+
+        trace, setup = load_trace(trace_path), None
+        engine = load_engine_runs(engine_runs, policies, repeats)
+        runs_dir = engine_runs
+    else:
+        trace, ids, setup = replay_inputs(trace_path, policies, seed=seed, **inputs)
+        engine = serve_trace_vllm(trace, str(trace_path), policies, ids, setup,
+                                  lambda p: out / "engine" / p, repeats, seed, status=status)
+        runs_dir = out
+    accept = {}
+    for pol in policies:
+        if policy_spec_tokens(pol) == 0:
+            accept[pol] = (None, None)
+        elif pol in loaded:
+            accept[pol] = loaded[pol]
+        else:
+            accept[pol] = imported_acceptance(trace, runs_dir / "engine" / pol, repeats, pol)
+    schedule = read_schedule(inputs.get("bs_schedule"), policies) if engine_runs is not None else \
+        (setup.schedule if setup else None)
+    v = compare_with_sim(trace, engine, hw_prof, accept, seed, str(trace_path), hw_name, kv_semantics,
+                         schedule)
+    first = engine[policies[0]][0].summary
+    meta = {"engine": "vllm", "trace": str(trace_path), "policies": policies,
+            "engine_runs": str(runs_dir), "hw": hw_name, "kv_semantics": kv_semantics, "repeats": repeats, "seed": seed,
+            "server_args": first.get("server_args"),
+            "speculative_configs": {p: r[0].summary.get("speculative_config") for p, r in engine.items()},
+            "acceptance": {p: a for p, (_, a) in accept.items()},
+            "load_average_engine": {p: [r.summary.get("load_average_before") for r in rs]
+                                    for p, rs in engine.items()},
+            "load_average": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "command": command}
+    written = write_validation(v, out, meta, trace.ids, engine_written=engine_runs is None)
+    return v, written

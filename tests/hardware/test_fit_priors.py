@@ -1,0 +1,116 @@
+"""`profile fit` on what GPUs do: the roofline-shaped family, roofline priors with a stated spread,
+draft costs that are never silently free, and impossible observations refused (issue 41)."""
+import numpy as np
+import pytest
+import yaml
+
+from dspark_sim.cli import main
+from dspark_sim.errors import InputError
+from dspark_sim.hardware.curve_family import CurveFamily, family_values_of, load_family
+from dspark_sim.hardware.draft_cost import DraftCosts, LayerShare, choose_draft_costs
+from dspark_sim.hardware.observations import LoadPoint
+from dspark_sim.profiles.registry import load_hw_profile
+from dspark_sim.sweep.calibrate import Calibration, FitConfig, simulate_load
+
+KNOWN = {"floor_s": 0.004, "weight_s": 0.006, "per_token_s": 4.0e-5, "per_context_token_s": 0.0}
+
+
+def simulated(fam, params, loads, seed=1):
+    """Decode-only load points as the simulator gives them under `params` (another seed)."""
+    cfg = FitConfig(fam, requests_per_user=3, seed=seed)
+    grid = [LoadPoint("ar", 1.0, 1.0, concurrency=c, prompt_tokens=500, output_tokens=200) for c in loads]
+    prof = fam.profile(params, "known")
+    out = []
+    for p in grid:
+        s = simulate_load(prof, p, p.concurrency, cfg)
+        out.append(LoadPoint("ar", s.throughput_tok_s_per_gpu, s.tps_user, concurrency=p.concurrency,
+                             prompt_tokens=500, output_tokens=200, label=str(p.concurrency)))
+    return out
+
+
+def test_roofline_family_recovers_a_known_bent_curve():
+    # knee at 150 batch tokens: flat (memory-bound) below, compute-bound above
+    fam = CurveFamily("roofline", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048)
+    obs = simulated(fam, KNOWN, (2, 16, 64, 256, 512, 1024))
+    result = Calibration(obs, FitConfig(fam, requests_per_user=3, bootstrap=0)).fit()
+    for name in ("floor_s", "weight_s", "per_token_s"):
+        assert result.params[name] == pytest.approx(KNOWN[name], rel=0.05), name
+    # floor + linear cannot follow the bend: its residuals are far larger on the same points
+    lin = Calibration(obs, FitConfig(CurveFamily("linear", fixed={"per_context_token_s": 0.0}),
+                                     requests_per_user=3, bootstrap=0)).fit()
+    worst = lambda r: max(abs(x["throughput_rel_error"]) for x in r.residuals())  # noqa: E731
+    assert worst(result) < 0.02 < worst(lin)
+
+
+def test_family_values_of_the_dense_roofline_reproduce_it():
+    prof = load_hw_profile("h200-qwen3-8b-roofline")
+    fam = load_family("roofline", max_batch_tokens=4096)
+    vals = family_values_of(fam, prof)
+    B = np.array([1, 16, 128, 512, 2048, 4096])
+    assert np.allclose(fam.step_time(vals, B), prof.step_time(B), rtol=0.01)
+
+
+def test_prior_identifies_what_two_points_cannot_and_the_spread_covers_it():
+    fam = CurveFamily("roofline", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048)
+    obs = simulated(fam, KNOWN, (8, 512))                   # 2 loads, 3 free parameters
+    with pytest.raises(InputError):
+        Calibration(obs, FitConfig(fam, requests_per_user=3, bootstrap=0)).fit()
+    prior = {"floor_s": 0.003, "weight_s": 0.007, "per_token_s": 4.0e-5}   # a roofline that is off
+    res = Calibration(obs, FitConfig(fam, requests_per_user=3, bootstrap=60, priors=prior,
+                                     prior_spread=0.5)).fit()
+    for name, centre in prior.items():
+        u = res.uncertainty[name]
+        assert u["p05"] <= centre <= u["p95"], name          # the reported spread covers the prior
+        assert u["std"] > 0, name                            # ... and is not 0
+    assert len(res.draws) == 50 and set(res.draws[0]) == set(fam.params)
+    # floor and weight trade off below the knee: the prior, not the data, sets them
+    assert res.prior_share["floor_s"] > 0.5
+
+
+def test_drafting_is_never_silently_free():
+    assert "NONE given" in DraftCosts().describe()
+    roof = load_hw_profile("h200-qwen3-8b-roofline")
+    costs = choose_draft_costs(None, roof, None)
+    assert costs.source == "roofline" and "h200-qwen3-8b-roofline" in costs.describe()
+    share = choose_draft_costs(None, None, {"dspark": LayerShare("dspark", 3, 36, 7)})
+    step = lambda b: 0.01 + 1e-5 * np.asarray(b)  # noqa: E731
+    assert share.seconds("dspark", step, 8) == pytest.approx(3 / 36 * (0.01 + 1e-5 * 56))
+    assert share.seconds("ar", step, 8) == 0.0
+
+
+def _write_obs(path, points):
+    path.write_text(yaml.safe_dump({"schema": "dspark-sim/observations/v1", "points": points}))
+
+
+def test_impossible_observation_exits_2_naming_the_point_nothing_written(tmp_path, capsys):
+    obs = tmp_path / "obs.yaml"
+    _write_obs(obs, [{"policy": "ar", "concurrency": 4, "tps_user": 95, "throughput_tok_s_per_gpu": 350,
+                      "label": "four"},
+                     {"policy": "ar", "concurrency": 8, "tps_user": 95, "throughput_tok_s_per_gpu": 7000,
+                      "label": "eight users"}])
+    out = tmp_path / "fit.yaml"
+    assert main(["profile", "fit", str(obs), "--out", str(out), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "eight users" in err and "760" in err and "obs.yaml" in err
+    assert not list(tmp_path.glob("fit*"))
+
+
+def test_fit_cli_prints_draft_source_and_records_priors(tmp_path, capsys):
+    fam = CurveFamily("roofline", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048)
+    pts = simulated(fam, KNOWN, (8, 512))
+    obs = tmp_path / "obs.yaml"
+    _write_obs(obs, [{"policy": "ar", "concurrency": p.concurrency, "tps_user": p.tps_user,
+                      "throughput_tok_s_per_gpu": p.throughput_tok_s_per_gpu, "prompt_tokens": 500,
+                      "output_tokens": 200} for p in pts])
+    out = tmp_path / "fit.yaml"
+    rc = main(["profile", "fit", str(obs), "--out", str(out), "--family", "roofline", "--fix",
+               "per_context_token_s=0", "--roofline", "h200-qwen3-8b-roofline", "--bootstrap", "10",
+               "--rounds", "1", "--requests-per-user", "3", "--frontier-points", "2",
+               "--max-batch-tokens", "2048"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "draft costs: roofline tables of h200-qwen3-8b-roofline" in err and "priors from" in err
+    fit = yaml.safe_load(out.read_text())["fit"]
+    assert fit["draft_costs"]["source"] == "roofline" and set(fit["priors"]["centres"]) == \
+        {"floor_s", "weight_s", "per_token_s"}
+    assert fit["draws"] and fit["observed_range"]["users"] == [8.0, 512.0]
