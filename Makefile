@@ -66,8 +66,8 @@ demo: setup
 		--hw v4-flash-like-mtp1-fit --acceptance mtp1=paper-mtp1,static-3=production-dspark-g5,dspark=production-dspark-g5 \
 		--prefill disaggregated --load-range 64,2048 --points 7 --requests-per-user 4 \
 		--sla 80,120 --sla-percentile mean --workers 2 --cache $(DEMO_OUT)/cache --out $(DEMO_OUT)
-	@echo "frontier plot (throughput per GPU vs tok/s/user, the shape of the paper's Fig. 7): $(DEMO_OUT)/frontier.png"
-	@echo "SLA table: $(DEMO_OUT)/sla.md; paper, V4-Flash: MTP-1 10.7k -> DSpark 16k at 80 tok/s/user, 1.5k -> 11.5k at 120"
+	@echo "frontier plot (throughput per GPU vs tok/s/user, the shape of the paper's Fig. 7): $(DEMO_OUT)/frontier-mean.png"
+	@echo "SLA table: $(DEMO_OUT)/sla-mean.md; paper, V4-Flash: MTP-1 10.7k -> DSpark 16k at 80 tok/s/user, 1.5k -> 11.5k at 120"
 
 # The real decoder (embedded SmolLM2-135M-Instruct, shipped DSpark drafter, checked against plain
 # decoding; verifying every draft, then with DSpark's scheduler choosing how many on this CPU's

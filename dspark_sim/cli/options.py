@@ -115,6 +115,10 @@ OldEngineOpt = Annotated[Optional[str], typer.Option("--engine", hidden=True)]
 RequestsOpt = Annotated[Optional[int], typer.Option("--requests", help="Use only the trace's first "
                                                     "N requests.")]
 SlasOpt = Annotated[str, typer.Option("--sla", help="SLAs in tok/s/user, comma-separated.")]
+BASELINE_HELP = ("Policy the gains are stated against: auto (mtp1 when the hardware profile's "
+                 "model has an MTP head, e.g. DeepSeek-V3/V4, else ar = no speculation), a swept "
+                 "policy, or none. ar is always swept.")
+BaselineOpt = Annotated[str, typer.Option("--baseline", help=BASELINE_HELP)]
 WorkersOpt = Annotated[int, typer.Option("--workers", help="Parallel worker processes (or Ray CPUs).")]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Plot PNG [next to --out].")]
 

@@ -6,13 +6,36 @@ from pathlib import Path
 import typer
 
 
+def _short(text: str, width: int = 110) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def _describe(name: str) -> str:
+    """One line: kind, target, drafter, temperature, gamma, tau per task (all drafts verified),
+    source."""
+    from ..profiles.registry import acceptance_profile_path, load_acceptance_profile
+
+    path = acceptance_profile_path(name)
+    prof = load_acceptance_profile(path)
+    kind = "measured" if any(t.kind == "empirical" for t in prof.tasks.values()) else "parametric"
+    taus = " ".join(f"{task} {t.mean_tau(prof.gamma):.2f}" for task, t in prof.tasks.items())
+    report = path.with_name(f"{prof.name}.report.md")
+    source = (prof.extra.get("source_url") or prof.extra.get("source")
+              or (f"measured here ({report.name})" if report.exists() else "not stated"))
+    return _short(f"{prof.drafter_kind or '?'} {kind}, gamma {prof.gamma}, T={prof.temperature:g}; "
+                  f"tau {taus}; target {prof.target or '?'}; drafter {prof.drafter or '?'}; "
+                  f"source: {source}", 220)
+
+
 def register(app: typer.Typer) -> None:
     profiles = typer.Typer(help="List the shipped profiles and check profile files.",
                            no_args_is_help=True)
 
     @profiles.command("list")
     def list_profiles() -> None:
-        """List the hardware and acceptance profiles shipped with dspark-sim."""
+        """List the hardware and acceptance profiles shipped with dspark-sim; each acceptance
+        profile with its kind, target, drafter, temperature, tau per task and source."""
         from ..profiles import shipped_acceptance_names, shipped_hw_names
 
         typer.echo("hardware profiles (hw_profiles/):")
@@ -21,6 +44,7 @@ def register(app: typer.Typer) -> None:
         typer.echo("acceptance profiles (dspark_sim/data/acceptance/):")
         for name in shipped_acceptance_names():
             typer.echo(f"  {name}")
+            typer.echo(f"      {_describe(name)}")
 
     @profiles.command("check")
     def check(paths: list[Path] = typer.Argument(..., help="Profile files (.yaml hardware, "

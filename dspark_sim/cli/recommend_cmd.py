@@ -1,4 +1,5 @@
-"""`dspark-sim recommend`: the vLLM --speculative-config the simulator finds best, per SLA."""
+"""`dspark-sim recommend`: the speculative setting the simulator finds best, per SLA, as vLLM's
+--speculative-config and SGLang's server flags."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,12 +9,40 @@ import typer
 
 from ..fileio import json_text
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
-from .options import RequestsOpt, SimHwOpt, SlasOpt
+from .options import BaselineOpt, RequestsOpt, SimHwOpt, SlasOpt
 from .render import print_markdown
 
 
 def _pct(gain) -> str:
     return "baseline unmet" if gain is None else f"{gain * 100:+.0f}%"
+
+
+def _print_choice(c: dict, drafter: str) -> None:
+    from ..sweep.tables import baseline_label, seconds_text
+
+    if c["policy"] is None:
+        typer.echo(c["notes"][0])
+        return
+    who = "no speculation" if c["policy"] == "ar" else f"{c['policy']} ({drafter})"
+    gains = [f"vs {baseline_label(c['baseline'])} {_pct(c['gain_vs_baseline'])}"] if c["baseline"] \
+        and c["policy"] != c["baseline"] else []
+    if c["baseline"] != "ar" and c["policy"] != "ar":
+        gains.append(f"vs no speculation {_pct(c['gain_vs_ar'])}")
+    if c["policy"] != "ar":
+        gains.append(f"vs best fixed K ({c['best_fixed']}) {_pct(c['gain_vs_best_fixed'])}")
+    typer.echo(f"@ {c['sla_tps_user']:g} tok/s/user: {who}, {c['throughput_tok_s_per_gpu']:,.0f} "
+               f"tok/s/GPU" + (f"; {', '.join(gains)}" if gains else ""))
+    if c.get("ttft_p99_s") is not None:
+        typer.echo(f"  at {c['load_at_sla']:g} users: TTFT p50 {seconds_text(c['ttft_p50_s'])}, p99 "
+                   f"{seconds_text(c['ttft_p99_s'])}, TPOT p99 {c['tpot_p99_ms']:.1f} ms")
+    if c["speculative_config"] is not None:
+        typer.echo(f"  vLLM:   --speculative-config '{json_text(c['speculative_config'])}'")
+    if c["sglang_flags"]:
+        typer.echo(f"  SGLang: {' '.join(c['sglang_flags'])}")
+    if c["adaptive_gain_vs_best_fixed"] is not None:
+        typer.echo(f"  adaptive verification vs best fixed K: {_pct(c['adaptive_gain_vs_best_fixed'])}")
+    for note in c["notes"]:
+        typer.echo(f"  note: {note}")
 
 
 def register(app: typer.Typer) -> None:
@@ -29,8 +58,17 @@ def register(app: typer.Typer) -> None:
         acceptance: str = typer.Option(DEFAULT_ACCEPTANCE, "--acceptance", help="Acceptance profile "
                                        "of the drafter to configure (name or path); its "
                                        "drafter_kind gives vLLM's method."),
-        mtp1_acceptance: str = typer.Option(DEFAULT_MTP1_ACCEPTANCE, "--mtp1-acceptance",
-                                            help="Acceptance profile of the MTP-1 baseline."),
+        mtp1_acceptance: str = typer.Option("auto", "--mtp1-acceptance",
+                                            help="Acceptance profile of MTP-1, which is swept too "
+                                            f"(auto: {DEFAULT_MTP1_ACCEPTANCE} when the hardware "
+                                            "profile's model has an MTP head, e.g. DeepSeek-V3/V4, "
+                                            "else MTP-1 is left out; none: left out). MTP-1 is "
+                                            "recommended only for models with an MTP head."),
+        baseline: BaselineOpt = "auto",
+        draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft checkpoint "
+                                                  "(Hugging Face id or path) to name in vLLM's "
+                                                  "config and SGLang's flags; default: the "
+                                                  "acceptance profile's drafter_checkpoint."),
         points: int = typer.Option(8, "--points", help="Closed-loop loads per candidate (geometric)."),
         load_range: Optional[str] = typer.Option(None, "--load-range", help="LOW,HIGH users "
                                                  "(default 1 .. the profile's max_batch_requests)."),
@@ -52,32 +90,32 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("runs/recommend"), "--out", help="Output directory: "
                                  "recommend.json, sla.md, results.csv."),
     ) -> None:
-        """Print the vLLM --speculative-config that serves TRACE best at each SLA, with the
-        simulated throughput per GPU and its gain over MTP-1 and over the best fixed K."""
-        from ..sweep.frontier import sla_markdown
+        """Print the speculative setting that serves TRACE best at each SLA (no speculation
+        included) as vLLM's --speculative-config and SGLang's flags, with the simulated
+        throughput per GPU, its gain over the baseline and over the best fixed K, and the
+        latencies at that point."""
+        from ..profiles.registry import load_acceptance_profile
         from ..sweep.recommend import RecommendConfig, recommend, write_recommendation
+        from ..sweep.tables import sla_markdown
         from ..sweep.spec import parse_numbers, parse_range
 
         cfg = RecommendConfig(trace=str(trace), slas=parse_numbers(sla, "sla"), hw=hw,
-                              acceptance=acceptance, mtp1_acceptance=mtp1_acceptance,
+                              acceptance=acceptance,
+                              mtp1_acceptance=None if mtp1_acceptance == "none" else mtp1_acceptance,
+                              baseline=baseline, draft_model=draft_model,
                               percentile=sla_percentile, points=points,
                               load_range=parse_range(load_range), seeds=seeds,
                               requests_per_user=requests_per_user, max_requests=requests,
                               kv_semantics=kv_semantics, adaptive=adaptive, min_gain=min_gain)
         rec = recommend(cfg, cache_dir=cache or out / "cache", workers=workers, show_progress=True)
         written = write_recommendation(rec, out)
-        print_markdown(sla_markdown(rec.sla), "max throughput per GPU meeting each SLA, every candidate")
+        print_markdown(sla_markdown(rec.sla, rec.results, "concurrency"),
+                     f"max throughput per GPU meeting each SLA, every candidate; baseline "
+                     f"{rec.baseline}: {rec.baseline_reason}")
+        if rec.kv_note:
+            typer.echo(rec.kv_note)
         typer.echo(f"derived batch-size schedule: {json_text(rec.schedule.to_json())}")
+        drafter = load_acceptance_profile(acceptance).name
         for c in rec.choices:
-            adaptive_gain = c["adaptive_gain_vs_best_fixed"]
-            if c["speculative_config"] is None:
-                typer.echo(f"@ {c['sla_tps_user']:g} tok/s/user: no candidate meets the SLA")
-                continue
-            typer.echo(f"@ {c['sla_tps_user']:g} tok/s/user: {c['policy']}, "
-                       f"{c['throughput_tok_s_per_gpu']:,.0f} tok/s/GPU; vs MTP-1 "
-                       f"{_pct(c['gain_vs_mtp1'])}, vs best fixed K ({c['best_fixed']}) "
-                       f"{_pct(c['gain_vs_best_fixed'])}")
-            typer.echo(f"  --speculative-config '{json_text(c['speculative_config'])}'")
-            if adaptive_gain is not None:
-                typer.echo(f"  adaptive verification vs best fixed K: {_pct(adaptive_gain)}")
+            _print_choice(c, drafter)
         typer.echo("wrote " + ", ".join(str(w) for w in written))

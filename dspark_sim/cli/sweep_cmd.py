@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from ..sim.defaults import DEFAULT_HW
-from .options import (PoliciesOpt, PrefillOpt, RequestsOpt, SimAccOpt, SimHwOpt, SlasOpt,
-                      WorkersOpt)
+from .options import (BaselineOpt, PoliciesOpt, PrefillOpt, RequestsOpt, SimAccOpt, SimHwOpt,
+                      SlasOpt, WorkersOpt)
 from .render import print_markdown
 
 
@@ -58,7 +58,12 @@ def register(app: typer.Typer) -> None:
                                     "between a finish and its next request."),
         requests: RequestsOpt = None,
         prefill: PrefillOpt = "local",
-        baseline: str = typer.Option("mtp1", "--baseline", help="Policy the gains are relative to."),
+        baseline: BaselineOpt = "auto",
+        overload_ttft_p99: float = typer.Option(30.0, "--overload-ttft-p99", help="A point whose "
+                                                "TTFT p99 exceeds this many seconds is overloaded "
+                                                "(as is a rate-load point whose TTFT grows through "
+                                                "the run); overloaded points are drawn apart and "
+                                                "never used for an SLA (docs/sweeps.md)."),
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve (prompt + "
                                          "output KV at admission) or blocks (vLLM's paged KV with "
                                          "preemption by recompute; per-iteration engine)."),
@@ -85,8 +90,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Sweep load per policy: frontier and concurrency plots, SLA table (docs/sweeps.md)."""
         from ..sim.replay import parse_acceptance_option, parse_policies
-        from ..sweep.frontier import sla_markdown, stat_label
-        from ..sweep.run import SweepConfig, run_sweep, write_sweep
+        from ..sweep.frontier import stat_label
+        from ..sweep.run import SweepConfig, run_sweep, sweep_markdown, write_sweep
         from ..sweep.spec import parse_numbers, parse_range
 
         pols = parse_policies(policies)
@@ -97,7 +102,7 @@ def register(app: typer.Typer) -> None:
                           warmup=warmup, think_s=think, max_requests=requests, prefill=prefill,
                           slas=parse_numbers(sla, "sla"), percentile=sla_percentile,
                           baseline=baseline, kv_semantics=kv_semantics,
-                          schedule=schedule_text(bs_schedule))
+                          schedule=schedule_text(bs_schedule), overload_ttft_p99_s=overload_ttft_p99)
         from ..profiles.describe import model_mismatch_warnings
         for warning in model_mismatch_warnings(cfg.hw, cfg.acceptance):
             typer.echo(f"warning: {warning}", err=True)
@@ -118,8 +123,10 @@ def register(app: typer.Typer) -> None:
             return
         result = run_sweep(cfg, **run_kw)
         written = write_sweep(result, out)
-        print_markdown(sla_markdown(result.sla), f"max throughput per GPU meeting each SLA "
-                     f"(tok/s/user {stat_label(cfg.percentile)}), {load} load, {prefill} prefill")
+        base = result.sla["baseline"].iloc[0]
+        print_markdown(sweep_markdown(result), f"max throughput per GPU meeting each SLA "
+                     f"(tok/s/user {stat_label(cfg.percentile)}), {load} load, {prefill} prefill; "
+                     f"baseline {base or 'none'}" + (f": {result.baseline_reason}" if base else ""))
         typer.echo(f"{len(result.results)} points: {result.cached} from the cache, "
                    f"{result.computed} simulated, {result.wall_s:.1f} s")
         typer.echo("wrote " + ", ".join(str(w) for w in written))
@@ -143,7 +150,7 @@ def register(app: typer.Typer) -> None:
         max_replicas: int = typer.Option(1024, "--max-replicas", help="Largest count tried."),
         requests: RequestsOpt = None,
         prefill: PrefillOpt = "local",
-        baseline: str = typer.Option("mtp1", "--baseline", help="Policy the savings are relative to."),
+        baseline: BaselineOpt = "auto",
         gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="Price of one "
                                                       "GPU-hour, for a cost column."),
         workers: WorkersOpt = 2,
@@ -169,14 +176,18 @@ def register(app: typer.Typer) -> None:
                          gpu_hour_cost=gpu_hour_cost)
         result = plan_capacity(cfg, cache_dir=cache or out / "cache", workers=workers,
                                executor=executor, show_progress=True, ray_address=ray_address)
-        markdown = plan_markdown(result.table, baseline)
+        markdown = plan_markdown(result.table) + (f"\n{result.kv_note}\n" if result.kv_note else "")
         written = write_table(result.table, out / "plan.csv")
         written += write_table(result.evaluations, out / "evaluations.csv")
         write_text_atomic(out / "plan.md", markdown)
         write_json_atomic(out / "plan.json", {"cached": result.cached, "computed": result.computed,
-                                              "wall_s": result.wall_s, **vars(cfg)})
+                                              "wall_s": result.wall_s, **vars(cfg),
+                                              "baseline": result.baseline,
+                                              "baseline_reason": result.baseline_reason,
+                                              "kv_note": result.kv_note})
         print_markdown(markdown, f"replicas serving {trace.name} x{rate_scale:g} at {sla:g} tok/s/user "
-                     f"({stat_label(cfg.percentile)}), TTFT p99 <= {ttft_p99:g} s")
+                     f"({stat_label(cfg.percentile)}), TTFT p99 <= {ttft_p99:g} s; baseline "
+                     f"{result.baseline or 'none'}" + (f": {result.baseline_reason}" if result.baseline else ""))
         typer.echo(f"{len(result.evaluations)} evaluations: {result.cached} from the cache, "
                    f"{result.computed} simulated, {result.wall_s:.1f} s")
         typer.echo("wrote " + ", ".join(str(w) for w in written + [out / "plan.md", out / "plan.json"]))

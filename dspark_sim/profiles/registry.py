@@ -44,3 +44,11 @@ def load_hw_profile(name_or_path: str | Path) -> HardwareProfile:
 def load_acceptance_profile(name_or_path: str | Path) -> AcceptanceProfile:
     """Load an acceptance profile by path or shipped name."""
     return AcceptanceProfile.load(acceptance_profile_path(name_or_path))
+
+
+def save_profiles(profiles: list[AcceptanceProfile], directory: str | Path = ACCEPTANCE_DIR) -> list[Path]:
+    """Write acceptance profiles as DIRECTORY/NAME.acceptance.json (the shipped profiles' writers)."""
+    paths = [Path(directory) / f"{prof.name}{ACCEPTANCE_SUFFIX}" for prof in profiles]
+    for prof, path in zip(profiles, paths):
+        prof.save(path)
+    return paths

@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
-from ..profiles.registry import ACCEPTANCE_DIR, ACCEPTANCE_SUFFIX
+from ..profiles.registry import ACCEPTANCE_DIR, save_profiles
 
 SOURCE = ("DSpark: Confidence-Scheduled Speculative Decoding with Semi-Autoregressive Generation "
           "(DeepSeek-AI and Peking University, 2026), offline accepted length tau at T = 1, "
@@ -126,12 +126,7 @@ def paper_profiles() -> list[AcceptanceProfile]:
 
 def write_all(directory: Path = ACCEPTANCE_DIR) -> list[Path]:
     """Write the paper-derived profiles into `directory`."""
-    paths = []
-    for prof in paper_profiles():
-        path = Path(directory) / f"{prof.name}{ACCEPTANCE_SUFFIX}"
-        prof.save(path)
-        paths.append(path)
-    return paths
+    return save_profiles(paper_profiles(), directory)
 
 
 if __name__ == "__main__":  # pragma: no cover

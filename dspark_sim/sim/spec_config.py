@@ -139,9 +139,15 @@ def parse_schedule(text_or_path: str, gamma: int) -> BatchSchedule:
 
 
 def speculative_config(method: str, num_speculative_tokens: int,
-                       schedule: BatchSchedule | None = None, adaptive: bool = False) -> dict[str, Any]:
-    """The `--speculative-config` JSON object vLLM takes for these settings."""
-    out: dict[str, Any] = {"method": method, "num_speculative_tokens": int(num_speculative_tokens)}
+                       schedule: BatchSchedule | None = None, adaptive: bool = False,
+                       model: str | None = None, **options: Any) -> dict[str, Any]:
+    """The `--speculative-config` JSON object vLLM takes for these settings (`model`: the draft
+    checkpoint; `options`: further SpeculativeConfig fields, e.g. prompt_lookup_min)."""
+    out: dict[str, Any] = {"method": method}
+    if model:
+        out["model"] = model
+    out["num_speculative_tokens"] = int(num_speculative_tokens)
+    out.update(options)
     if schedule is not None:
         out[SCHEDULE_KEY] = schedule.to_json()
     if adaptive:

@@ -8,8 +8,11 @@ Definitions (docs/sweeps.md):
 - throughput at SLA X is read off the frontier taken as piecewise linear in (tps_user,
   throughput): between the two frontier points that bracket X, linear interpolation; if even
   the frontier's highest-throughput point meets X, that point's throughput: the policy's
-  `peak` when more load was measured and gave less, `lower-bound` when that point is the
-  sweep's highest load (more load might give more); if no point meets X, unmet (NaN).
+  `peak` when more load was measured and gave less, `before-overload` when the loads above it
+  were overloaded, `lower-bound` when that point is the sweep's highest load (more load might
+  give more); if no point meets X, unmet (NaN);
+- overloaded points (overload.py) never enter a frontier: only the loads below a policy's
+  lowest overloaded load do.
 """
 from __future__ import annotations
 
@@ -17,9 +20,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .overload import usable_loads
 
 THROUGHPUT = "throughput_tok_s_per_gpu"
-MEAN_COLUMNS = [THROUGHPUT, "verify_tokens", "concurrency", "decoding", "ttft_p99_s", "mean_tau"]
+POINT_LATENCIES = ["ttft_p50_s", "ttft_p99_s", "tpot_p99_ms"]      # reported at the operating point
+MEAN_COLUMNS = [THROUGHPUT, "verify_tokens", "concurrency", "decoding", "mean_tau", *POINT_LATENCIES]
 
 
 def parse_statistic(value: int | str) -> int | str:
@@ -58,6 +63,8 @@ def aggregate(results: pd.DataFrame, x: str) -> pd.DataFrame:
         out[f"{c}_min"] = grouped[c].min()
         out[f"{c}_max"] = grouped[c].max()
     out["seeds"] = grouped["seed"].nunique()
+    if "overloaded" in results:                     # a load is overloaded if any seed was
+        out["overloaded"] = grouped["overloaded"].any()
     return out.reset_index().sort_values(["policy", "load"], kind="stable").reset_index(drop=True)
 
 
@@ -74,48 +81,70 @@ def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array(keep[::-1], dtype=int)
 
 
-def throughput_at(x: np.ndarray, y: np.ndarray, sla: float,
-                  load: np.ndarray | None = None) -> tuple[float, str]:
-    """Throughput at an SLA on the frontier of (x = tps_user, y = throughput): (value, status)
-    with status 'interpolated', 'measured', 'peak', 'lower-bound' or 'unmet' (`load`: the
-    points' loads, to tell a peak from a sweep that stopped short; without it, lower-bound)."""
+def operating_point(x: np.ndarray, y: np.ndarray, sla: float, load: np.ndarray | None = None,
+                    overloaded_above: bool = False) -> tuple[float, str, int | None]:
+    """Throughput at an SLA on the frontier of (x = tps_user, y = throughput): (value, status,
+    index of the measured point that meets the SLA nearest to it: the operating point whose
+    latencies the table reports). Status 'interpolated', 'measured', 'peak', 'lower-bound',
+    'before-overload' (the frontier's top is the last load before the overloaded ones) or
+    'unmet' (`load`: the points' loads, to tell a peak from a sweep that stopped short)."""
     idx = pareto(x, y)
     if len(idx) == 0:
-        return float("nan"), "unmet"
+        return float("nan"), "unmet", None
     fx, fy = np.asarray(x, dtype=float)[idx], np.asarray(y, dtype=float)[idx]
     if sla > fx[-1]:
-        return float("nan"), "unmet"
+        return float("nan"), "unmet", None
     if sla <= fx[0]:
         loads = None if load is None else np.asarray(load, dtype=float)
         peak = loads is not None and loads[idx[0]] < loads.max()
-        return float(fy[0]), "peak" if peak else "lower-bound"
+        status = "peak" if peak else "before-overload" if overloaded_above else "lower-bound"
+        return float(fy[0]), status, int(idx[0])
     i = int(np.searchsorted(fx, sla, side="left"))      # fx[i-1] < sla <= fx[i]
     if fx[i] == sla:
-        return float(fy[i]), "measured"
+        return float(fy[i]), "measured", int(idx[i])
     w = (sla - fx[i - 1]) / (fx[i] - fx[i - 1])
-    return float(fy[i - 1] + w * (fy[i] - fy[i - 1])), "interpolated"
+    return float(fy[i - 1] + w * (fy[i] - fy[i - 1])), "interpolated", int(idx[i])
+
+
+def throughput_at(x: np.ndarray, y: np.ndarray, sla: float,
+                  load: np.ndarray | None = None) -> tuple[float, str]:
+    """(value, status) of `operating_point`."""
+    value, status, _ = operating_point(x, y, sla, load)
+    return value, status
 
 
 def sla_table(results: pd.DataFrame, slas: list[float], percentile: int | str,
-              baseline: str | None = "mtp1") -> pd.DataFrame:
+              baseline: str | None = "ar") -> pd.DataFrame:
     """Max throughput per GPU meeting each SLA, per policy (seed means; min/max over seeds),
-    and the gain over the baseline policy."""
+    read off the loads below the policy's first overloaded one (overload.py); the latencies at
+    the operating point; the best speed reached; the gain over the baseline policy."""
     x = tps_column(percentile)
     agg = aggregate(results, x)
     rows = []
-    for policy in agg["policy"].unique():
+    for policy in results["policy"].unique():         # in the order the policies were swept
         mean = agg[agg["policy"] == policy]
+        ok = usable_loads(mean)
+        use = mean[ok]
         per_seed = results[results["policy"] == policy]
+        drafter = per_seed["drafter"].iloc[0] if "drafter" in per_seed else None
         for sla in slas:
-            value, status = throughput_at(mean[x].to_numpy(), mean[THROUGHPUT].to_numpy(), sla,
-                                          mean["load"].to_numpy())
+            value, status, i = operating_point(use[x].to_numpy(), use[THROUGHPUT].to_numpy(), sla,
+                                               use["load"].to_numpy(), bool((~ok).any()))
             # per seed, an unmet SLA counts as 0 tok/s/GPU (nothing can be served at it)
-            seeds = [np.nan_to_num(throughput_at(g[x].to_numpy(), g[THROUGHPUT].to_numpy(), sla)[0])
-                     for _, g in per_seed.groupby("seed")]
-            rows.append({"policy": policy, "sla_tps_user": sla, "percentile": percentile,
-                         "throughput_tok_s_per_gpu": value, "status": status,
+            seeds = []
+            for _, g in per_seed.groupby("seed"):
+                g = g.sort_values("load")[usable_loads(g.sort_values("load"))]
+                seeds.append(np.nan_to_num(throughput_at(g[x].to_numpy(), g[THROUGHPUT].to_numpy(), sla)[0]))
+            point = use.iloc[i] if i is not None else None
+            rows.append({"policy": policy, "drafter": drafter, "sla_tps_user": sla,
+                         "percentile": percentile, "throughput_tok_s_per_gpu": value, "status": status,
                          "seed_min": float(np.min(seeds)), "seed_max": float(np.max(seeds)),
-                         "seeds": len(seeds)})
+                         "seeds": len(seeds),
+                         "load_at_sla": float(point["load"]) if point is not None else np.nan,
+                         **{c: float(point[c]) if point is not None and c in point else np.nan
+                            for c in POINT_LATENCIES},
+                         "best_tps_user": float(use[x].max()) if len(use) else np.nan,
+                         "overloaded_loads": int((~ok).sum())})
     table = pd.DataFrame(rows)
     table["gain_vs_baseline"] = np.nan
     if baseline is not None and baseline in set(table["policy"]):
@@ -138,30 +167,3 @@ def format_gain(gain: float) -> str:
     if np.isinf(gain):
         return "baseline unmet"
     return f"{gain * 100:+.0f}%"
-
-
-def sla_markdown(table: pd.DataFrame) -> str:
-    """The SLA table as Markdown: one row per policy, per SLA the throughput and the gain."""
-    slas = list(dict.fromkeys(table["sla_tps_user"]))
-    p = stat_label(table["percentile"].iloc[0])
-    base = table["baseline"].iloc[0]
-    head = ["policy"] + [f"tok/s/GPU @ {s:g} tok/s/user ({p})" for s in slas]
-    if base:
-        head += [f"gain vs {base} @ {s:g}" for s in slas]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for policy in dict.fromkeys(table["policy"]):
-        sub = table[table["policy"] == policy].set_index("sla_tps_user")
-        cells = [policy]
-        for s in slas:
-            r = sub.loc[s]
-            v = r["throughput_tok_s_per_gpu"]
-            if np.isnan(v):
-                cells.append("unmet")
-                continue
-            spread = f" ({r['seed_min']:,.0f}-{r['seed_max']:,.0f})" if r["seeds"] > 1 else ""
-            mark = {"lower-bound": " (>=, highest load)", "peak": " (peak)"}.get(r["status"], "")
-            cells.append(f"{v:,.0f}{spread}{mark}")
-        if base:
-            cells += [format_gain(sub.loc[s]["gain_vs_baseline"]) for s in slas]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

@@ -3,8 +3,8 @@
 A replica count *serves* the trace when, replaying the whole trace (arrival rate x
 `rate_scale`) on that many replicas, tps_user at percentile P >= the SLA and TTFT p99 <= the
 bound, for every seed. Overload makes the queue (and so TTFT) grow through the trace, so the
-TTFT bound is also what rejects a count that cannot keep up. Assuming more replicas never
-hurt, the search doubles the count until it serves (1, 2, 4, ...), then bisects between the
+TTFT bound, and the queue-growth test of overload.py (median TTFT rising through the trace), are
+what reject a count that cannot keep up. Assuming more replicas never hurt, the search doubles the count until it serves (1, 2, 4, ...), then bisects between the
 last count that did not and the first that did. All policies search in lock step, so each
 round's evaluations run in parallel; every evaluation is a cached sweep point.
 """
@@ -20,11 +20,14 @@ import pandas as pd
 from ..errors import InputError
 from ..sim.cluster import PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
+from .baseline import AUTO, resolve_baseline, with_ar
 from .cache import PointCache
 from .executors import run_points
 from .frontier import format_gain, parse_statistic, tps_of
-from .run import SweepConfig, resolve_inputs
+from .overload import overload_reason
+from .run import SweepConfig, kv_note, resolve_inputs
 from .spec import Point
+from .tables import baseline_label
 
 
 @dataclass
@@ -44,8 +47,9 @@ class PlanConfig:
     max_replicas: int = 1024
     max_requests: int | None = None
     prefill: str = "local"
-    baseline: str | None = "mtp1"
+    baseline: str | None = AUTO     # auto: mtp1 if the model has an MTP head, else ar (baseline.py)
     gpu_hour_cost: float | None = None
+    add_ar: bool = True             # no speculation is always a candidate
 
 
 @dataclass
@@ -58,6 +62,9 @@ class PlanResult:
     cached: int
     computed: int
     wall_s: float
+    baseline: str | None = None
+    baseline_reason: str = ""
+    kv_note: str = ""
 
 
 class _Search:
@@ -80,12 +87,13 @@ class _Search:
 
 
 def passes(metrics: list[dict[str, Any]], cfg: PlanConfig) -> bool:
-    """Every seed meets the tps_user SLA at the percentile and the TTFT bound."""
+    """Every seed meets the tps_user SLA at the percentile, the TTFT bound, and is not
+    overloaded (its queue does not grow through the trace; overload.py)."""
     for m in metrics:
         tps = tps_of(m, cfg.percentile)
         if tps is None or tps < cfg.sla:
             return False
-        if cfg.ttft_p99_s is not None and m["ttft_p99_s"] > cfg.ttft_p99_s:
+        if overload_reason(m, cfg.ttft_p99_s):
             return False
     return True
 
@@ -102,6 +110,8 @@ def _check(cfg: PlanConfig) -> None:
     if cfg.seeds < 1:
         raise InputError(f"must be >= 1, got {cfg.seeds}", field="seeds")
     cfg.percentile = parse_statistic(cfg.percentile)
+    if cfg.add_ar:
+        cfg.policies = with_ar(cfg.policies)
     if cfg.router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {cfg.router!r}; choose rr or least-outstanding", field="router")
     if cfg.prefill not in PREFILL_MODES:
@@ -115,7 +125,9 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
     _check(cfg)
     t0 = time.perf_counter()
     trace, hw_path, accs, hw = resolve_inputs(SweepConfig(cfg.trace, cfg.policies, hw=cfg.hw,
-                                                          acceptance=cfg.acceptance))
+                                                          acceptance=cfg.acceptance,
+                                                          max_requests=cfg.max_requests))
+    baseline, why = resolve_baseline(cfg.baseline, cfg.policies, hw.model)
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode="rate",
                  load=cfg.rate_scale, router=ROUTER_ALIASES[cfg.router], max_requests=cfg.max_requests,
                  prefill=cfg.prefill)
@@ -150,26 +162,43 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
             ms = [seen[pt] for pt in points if pt.policy == p]
             searches[p].record(n, passes(ms, cfg))
     evaluations = _evaluations(seen, cfg)
-    table = _cost_table(searches, seen, cfg, hw.gpus_per_replica)
-    return PlanResult(cfg, table, evaluations, cached, computed, time.perf_counter() - t0)
+    table = _cost_table(searches, seen, cfg, hw.gpus_per_replica, baseline)
+    return PlanResult(cfg, table, evaluations, cached, computed, time.perf_counter() - t0,
+                      baseline=baseline, baseline_reason=why, kv_note=kv_note(hw))
 
 
 def _evaluations(seen: dict[Point, dict[str, Any]], cfg: PlanConfig) -> pd.DataFrame:
     rows = [{"policy": pt.policy, "replicas": pt.replicas, "seed": pt.seed,
              "tps_user": tps_of(m, cfg.percentile),
              "ttft_p99_s": m["ttft_p99_s"], "throughput_tok_s_per_gpu": m["throughput_tok_s_per_gpu"],
+             "queue_growth": m.get("queue_growth"), "overload_reason": overload_reason(m, cfg.ttft_p99_s),
              "passes": passes([m], cfg)} for pt, m in seen.items()]
     return pd.DataFrame(rows).sort_values(["policy", "replicas", "seed"]).reset_index(drop=True)
 
 
+def _best_reached(seen: dict[Point, dict[str, Any]], policy: str, cfg: PlanConfig) -> dict[str, Any]:
+    """The replica count whose slowest seed was fastest, for a policy that never passed."""
+    by_count: dict[int, list[dict[str, Any]]] = {}
+    for pt, m in seen.items():
+        if pt.policy == policy:
+            by_count.setdefault(pt.replicas, []).append(m)
+    if not by_count:
+        return {}
+    speed = {n: min(tps_of(m, cfg.percentile) or 0.0 for m in ms) for n, ms in by_count.items()}
+    n = max(speed, key=lambda k: (speed[k], -k))
+    return {"best_tps_user": speed[n], "best_at_replicas": n,
+            "best_ttft_p99_s": max(m["ttft_p99_s"] for m in by_count[n])}
+
+
 def _cost_table(searches: dict[str, _Search], seen: dict[Point, dict[str, Any]], cfg: PlanConfig,
-                gpus_per_replica: int) -> pd.DataFrame:
+                gpus_per_replica: int, baseline: str | None) -> pd.DataFrame:
     rows = []
     for p, s in searches.items():
         row: dict[str, Any] = {"policy": p, "sla_tps_user": cfg.sla, "percentile": cfg.percentile,
                                "ttft_p99_bound_s": cfg.ttft_p99_s, "rate_scale": cfg.rate_scale}
         if s.ok is None:
-            row.update(replicas=np.nan, gpus=np.nan, status=f"unmet up to {cfg.max_replicas} replicas")
+            row.update(replicas=np.nan, gpus=np.nan, status=f"unmet up to {cfg.max_replicas} replicas",
+                       **_best_reached(seen, p, cfg))
         else:
             ms = [m for pt, m in seen.items() if pt.policy == p and pt.replicas == s.ok]
             row.update(replicas=s.ok, gpus=s.ok * gpus_per_replica, status="ok",
@@ -180,27 +209,42 @@ def _cost_table(searches: dict[str, _Search], seen: dict[Point, dict[str, Any]],
                 row["cost_per_hour"] = row["gpus"] * cfg.gpu_hour_cost
         rows.append(row)
     table = pd.DataFrame(rows)
-    if cfg.baseline in set(table["policy"]):
-        b = float(table.loc[table["policy"] == cfg.baseline, "gpus"].iloc[0])
+    table["baseline"] = baseline
+    if baseline in set(table["policy"]):
+        b = float(table.loc[table["policy"] == baseline, "gpus"].iloc[0])
         table["gpus_saved_vs_baseline"] = (b - table["gpus"]) / b if b == b else np.nan
     return table
 
 
-def plan_markdown(table: pd.DataFrame, baseline: str | None) -> str:
-    """The cost table as Markdown."""
+def _unmet_text(r: pd.Series) -> str:
+    best = r.get("best_tps_user", np.nan)
+    if best is None or not np.isfinite(best):
+        return r["status"]
+    return (f"{r['status']}; best {best:,.1f} tok/s/user at {int(r['best_at_replicas'])} replicas "
+            f"(TTFT p99 {r['best_ttft_p99_s']:,.1f} s)")
+
+
+def plan_markdown(table: pd.DataFrame, baseline: str | None = None) -> str:
+    """The cost table as Markdown; unmet policies with the best speed they reached."""
+    baseline = baseline or (table["baseline"].iloc[0] if "baseline" in table else None)
     head = ["policy", "replicas", "GPUs", "tok/s/user", "TTFT p99 (s)", "tok/s/GPU"]
     has_cost = "cost_per_hour" in table
     has_saved = "gpus_saved_vs_baseline" in table
     head += ["cost/hour"] if has_cost else []
-    head += [f"GPUs saved vs {baseline}"] if has_saved else []
+    head += [f"GPUs saved vs {baseline_label(baseline)}"] if has_saved else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in table.iterrows():
         if r["status"] != "ok":
-            lines.append("| " + " | ".join([r["policy"], r["status"]] + [""] * (len(head) - 2)) + " |")
+            lines.append("| " + " | ".join([r["policy"], _unmet_text(r)] + [""] * (len(head) - 2)) + " |")
             continue
         cells = [r["policy"], f"{int(r['replicas'])}", f"{int(r['gpus'])}", f"{r['tps_user']:.1f}",
                  f"{r['ttft_p99_s']:.2f}", f"{r['throughput_tok_s_per_gpu']:,.0f}"]
         cells += [f"{r['cost_per_hour']:,.2f}"] if has_cost else []
         cells += [format_gain(r["gpus_saved_vs_baseline"]) if r["policy"] != baseline else "-"] if has_saved else []
         lines.append("| " + " | ".join(cells) + " |")
+    if (table["status"] != "ok").all() and "best_tps_user" in table and table["best_tps_user"].notna().any():
+        top = table.loc[table["best_tps_user"].idxmax()]
+        lines += ["", f"No policy serves the trace at {top['sla_tps_user']:g} tok/s/user; the fastest "
+                  f"reached is {top['best_tps_user']:,.1f} tok/s/user ({top['policy']}, "
+                  f"{int(top['best_at_replicas'])} replicas)."]
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..plots import new_figure, save_figure
 from .frontier import THROUGHPUT, aggregate, format_gain, pareto, stat_label, tps_column
+from .overload import usable_loads
 
 
 def _colors(policies: list[str]) -> dict[str, tuple]:
@@ -19,17 +20,29 @@ def _colors(policies: list[str]) -> dict[str, tuple]:
     return {p: cmap(i % 10) for i, p in enumerate(policies)}
 
 
+def legend_labels(results: pd.DataFrame) -> dict[str, str]:
+    """'static-2 · eagle3-llama31-8b-g7', 'ar · no speculation': the policy and its drafter."""
+    if "drafter" not in results:
+        return {p: p for p in results["policy"].unique()}
+    first = results.drop_duplicates("policy").set_index("policy")["drafter"]
+    return {p: f"{p} · {'no speculation' if d == 'none' else d}" for p, d in first.items()}
+
+
 def frontier_plot(results: pd.DataFrame, sla: pd.DataFrame, percentile: int | str, path: str | Path,
                   title: str = "") -> Path:
-    """Throughput per GPU vs tok/s/user (percentile P), one curve per policy; SLA anchors marked
-    with each policy's gain over the baseline."""
+    """Throughput per GPU vs tok/s/user (percentile P), one curve per policy (labelled with its
+    drafter) through its points below the first overloaded load; overloaded points drawn apart
+    (grey crosses); SLA anchors marked with each policy's gain over the baseline."""
     x = tps_column(percentile)
     agg = aggregate(results, x)
-    policies = list(dict.fromkeys(agg["policy"]))
-    colors = _colors(policies)
+    policies = list(dict.fromkeys(results["policy"]))   # in the order swept
+    colors, labels = _colors(policies), legend_labels(results)
     fig, ax = new_figure(size=(7.4, 5.0))
+    marked = False
     for policy in policies:
-        g = agg[agg["policy"] == policy].sort_values(x)
+        g = agg[agg["policy"] == policy].sort_values("load")
+        ok = usable_loads(g)
+        bad, g = g[~ok], g[ok].sort_values(x)
         c = colors[policy]
         xerr = np.vstack([g[x] - g[f"{x}_min"], g[f"{x}_max"] - g[x]])
         yerr = np.vstack([g[THROUGHPUT] - g[f"{THROUGHPUT}_min"], g[f"{THROUGHPUT}_max"] - g[THROUGHPUT]])
@@ -37,7 +50,11 @@ def frontier_plot(results: pd.DataFrame, sla: pd.DataFrame, percentile: int | st
                     elinewidth=0.8, capsize=2)
         front = pareto(g[x].to_numpy(), g[THROUGHPUT].to_numpy())
         ax.plot(g[x].to_numpy()[front], g[THROUGHPUT].to_numpy()[front], "-", color=c, lw=1.8,
-                label=policy)
+                label=labels.get(policy, policy))
+        if len(bad):
+            ax.plot(bad[x], bad[THROUGHPUT], "x", ms=6, mew=1.5, color=c, alpha=0.6,
+                    label=None if marked else "overloaded (left out)")
+            marked = True
     for value in dict.fromkeys(sla["sla_tps_user"]):
         ax.axvline(value, color="0.5", ls=":", lw=1)
         ax.text(value, 0.98, f"SLA {value:g} ", transform=ax.get_xaxis_transform(), rotation=90,
@@ -68,17 +85,17 @@ def concurrency_plot(results: pd.DataFrame, path: str | Path, title: str = "") -
     against concurrent requests per replica; bands = min..max over seeds."""
     agg = aggregate(results, THROUGHPUT)
     spread = results.groupby(["policy", "load"], sort=False)["verify_tokens"].agg(["min", "max"])
-    policies = list(dict.fromkeys(agg["policy"]))
-    colors = _colors(policies)
+    policies = list(dict.fromkeys(results["policy"]))   # in the order swept
+    colors, labels = _colors(policies), legend_labels(results)
     fig, (left, right) = new_figure(1, 2, size=(11.0, 4.4))
     for policy in policies:
         g = agg[agg["policy"] == policy].sort_values("concurrency")
         c = colors[policy]
         conc = g["concurrency"].to_numpy()
-        left.plot(conc, g[THROUGHPUT], "o-", ms=3, color=c, label=policy)
+        left.plot(conc, g[THROUGHPUT], "o-", ms=3, color=c, label=labels.get(policy, policy))
         left.fill_between(conc, g[f"{THROUGHPUT}_min"], g[f"{THROUGHPUT}_max"], color=c, alpha=0.15)
         band = spread.loc[policy].reindex(g["load"])
-        right.plot(conc, g["verify_tokens"], "o-", ms=3, color=c, label=policy)
+        right.plot(conc, g["verify_tokens"], "o-", ms=3, color=c, label=labels.get(policy, policy))
         right.fill_between(conc, band["min"], band["max"], color=c, alpha=0.15)
     for ax in (left, right):
         ax.set_xscale("log")

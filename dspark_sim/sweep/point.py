@@ -6,7 +6,8 @@ Measurement (docs/sweeps.md):
   then on fewer than C users are active). Throughput = C x (sum of output tokens) / (sum of
   cycle times = finish - arrival + think) over those requests: each user's token rate,
   summed over the users (exact for users in lock step, unbiased by the ramp and the drain).
-- open loop (`rate`): every request; throughput = output tokens / (last finish - first arrival).
+- open loop (`rate`): every request; throughput = output tokens / (last finish - first arrival);
+  `queue_growth` is the trend of TTFT through the run (overload.py).
 - with prefill elsewhere (`disaggregated`), the replicas emit only the decode tokens (the first
   token comes with the request from the prefill fleet): throughput counts output_tokens - 1,
   and GPUs are the decode replicas' only.
@@ -23,6 +24,7 @@ from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import load_acceptance_profile, load_hw_profile
 from ..traces.schema import Trace, load_trace
+from .overload import queue_growth
 from .spec import Point, sim_version
 
 PERCENTILES = list(range(101))      # tps_user percentiles kept per point (0..100)
@@ -113,7 +115,7 @@ def measure(frame: pd.DataFrame, point: Point, gpus: int) -> dict[str, Any]:
         # mean requests in the system / decoding, per replica (each user's share of time)
         in_system = users * float((finish - arrival)[keep].sum()) / total_cycle
         decoding = users * float((finish - first)[keep].sum()) / total_cycle
-        offered = None
+        offered = growth = None
     else:
         keep = np.ones(len(frame), dtype=bool)
         duration = float(finish.max() - arrival.min())
@@ -121,6 +123,7 @@ def measure(frame: pd.DataFrame, point: Point, gpus: int) -> dict[str, Any]:
         in_system = float((finish - arrival).sum()) / duration
         decoding = float((finish - first).sum()) / duration
         offered = (len(frame) - 1) / float(arrival.max() - arrival.min()) if len(frame) > 1 else None
+        growth = queue_growth(arrival, frame["ttft_s"].to_numpy(dtype=float))
     sub = frame[keep]
     tps = sub["tps_user"].dropna().to_numpy(dtype=float)
     ttft = sub["ttft_s"].to_numpy(dtype=float)
@@ -138,5 +141,5 @@ def measure(frame: pd.DataFrame, point: Point, gpus: int) -> dict[str, Any]:
         "verify_tokens": 1.0 + (verified / steps if steps else 0.0),
         "mean_tau": (accepted + steps) / steps if steps else 1.0,
         "concurrency": in_system / point.replicas, "decoding": decoding / point.replicas,
-        "offered_rate_req_s": offered,
+        "offered_rate_req_s": offered, "queue_growth": growth,
     }

@@ -1,17 +1,20 @@
-"""`recommend`: the vLLM `--speculative-config` the simulator finds best for a hardware profile,
-an acceptance profile, a trace and an SLA.
+"""`recommend`: the speculative setting the simulator finds best for a hardware profile, an
+acceptance profile, a trace and an SLA, as vLLM's `--speculative-config` and SGLang's flags.
 
-The candidates are what vLLM 0.32 can be told to run with the profile's drafter: a fixed
+The candidates: no speculation (`ar`, always, and the default baseline), MTP-1 when the hardware
+profile's model has an MTP head (DeepSeek-V3/R1/V4; baseline.py) or its acceptance is given,
+and what vLLM 0.32 can be told to run with the profile's drafter: a fixed
 `num_speculative_tokens = K` for K = 1..gamma (`static-K`), a batch-size schedule
 (`num_speculative_tokens_per_batch_size`, `vllm-schedule`) and, for a DSpark drafter, adaptive
-verification (`vllm-adaptive`); MTP-1 with its own acceptance profile is the baseline. Each is
-swept over a closed-loop load (sweep/run.py, cached points). The schedule is derived from the
-fixed-K sweep: at each load (users ~ the batch size vLLM looks up) the K with the highest
-throughput, between loads the boundary at their geometric mean, equal neighbours merged; it is
-then swept like the others. Per SLA the fixed K with the highest throughput per GPU at the SLA
+verification (`vllm-adaptive`). Each is swept over a closed-loop load (sweep/run.py, cached
+points). The schedule is derived from the fixed-K sweep: at each load (users ~ the batch size vLLM
+looks up) the K with the highest throughput, between loads the boundary at their geometric mean,
+equal neighbours merged; it is then swept like the others. Per SLA the simple setting (no
+speculation, MTP-1 where the model has the head, a fixed K) with the highest throughput per GPU
 wins unless the schedule or adaptive verification beats it by more than `min_gain` (1%: a more
-complex setting must pay for itself); the gains over MTP-1 and over the best fixed K are the
-justification printed with it.
+complex setting must pay for itself); ties go to the simpler one (no speculation first, then the
+shortest K). The gains over the baseline and over the best fixed K are printed with it; deploy.py
+turns it into server settings.
 """
 from __future__ import annotations
 
@@ -26,14 +29,14 @@ import pandas as pd
 
 from ..errors import InputError
 from ..fileio import write_json_atomic, write_text_atomic
-from ..profiles.registry import acceptance_profile_path, load_acceptance_profile
+from ..profiles.registry import acceptance_profile_path, load_acceptance_profile, load_hw_profile
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
-from ..sim.spec_config import BatchSchedule, parse_schedule, speculative_config, vllm_method
-from .frontier import THROUGHPUT, aggregate, sla_markdown, sla_table, tps_column
-from .run import SweepConfig, run_sweep, write_table
-
-BASELINE = "mtp1"
-
+from ..sim.spec_config import BatchSchedule, parse_schedule, vllm_method
+from .baseline import AUTO, has_mtp_head, resolve_baseline
+from .deploy import deployment
+from .frontier import THROUGHPUT, aggregate, sla_table, tps_column
+from .run import SweepConfig, kv_note, run_sweep, write_table
+from .tables import sla_markdown, unmet_text
 
 @dataclass
 class RecommendConfig:
@@ -43,7 +46,9 @@ class RecommendConfig:
     slas: list[float]
     hw: str = DEFAULT_HW
     acceptance: str = DEFAULT_ACCEPTANCE
-    mtp1_acceptance: str | None = DEFAULT_MTP1_ACCEPTANCE
+    mtp1_acceptance: str | None = AUTO   # auto: paper-mtp1 when the model has an MTP head, else none
+    baseline: str | None = AUTO          # auto: mtp1 when the model has an MTP head, else ar
+    draft_model: str | None = None       # the draft checkpoint for vLLM / SGLang (else the profile's)
     percentile: int | str = 50
     points: int = 8
     load_range: tuple[float, float] | None = None
@@ -66,6 +71,9 @@ class Recommendation:
     schedule: BatchSchedule
     choices: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
+    baseline: str | None = None
+    baseline_reason: str = ""
+    kv_note: str = ""
 
 
 def derive_schedule(results: pd.DataFrame, statics: list[str], gamma: int) -> BatchSchedule:
@@ -89,17 +97,6 @@ def derive_schedule(results: pd.DataFrame, statics: list[str], gamma: int) -> Ba
     return parse_schedule(json.dumps(ranges), gamma)
 
 
-def _config_of(policy: str, method: str, gamma: int, schedule: BatchSchedule) -> dict[str, Any]:
-    if policy == BASELINE:
-        return speculative_config("mtp", 1)
-    if policy == "vllm-adaptive":
-        return speculative_config(method, gamma, adaptive=True)
-    if policy == "vllm-schedule":
-        top = max(k for _, _, k in schedule.ranges)
-        return speculative_config(method, max(top, 1), schedule=schedule)
-    return speculative_config(method, int(policy.split("-")[1]))
-
-
 def _value(sla: pd.DataFrame, policy: str, target: float) -> float:
     row = sla[(sla["policy"] == policy) & (sla["sla_tps_user"] == target)]
     return float(np.nan_to_num(row[THROUGHPUT].iloc[0])) if len(row) else 0.0
@@ -110,6 +107,18 @@ def _gain(value: float, base: float) -> float | None:
     return value / base - 1.0 if base > 0 else None
 
 
+def _mtp1_profile(cfg: RecommendConfig, mtp_head: bool) -> str | None:
+    if cfg.mtp1_acceptance == AUTO:
+        return DEFAULT_MTP1_ACCEPTANCE if mtp_head else None
+    return cfg.mtp1_acceptance
+
+
+def _point_latencies(table: pd.DataFrame, policy: str, target: float) -> dict[str, Any]:
+    row = table[(table["policy"] == policy) & (table["sla_tps_user"] == target)].iloc[0]
+    return {k: (None if not np.isfinite(row[k]) else float(row[k]))
+            for k in ("load_at_sla", "ttft_p50_s", "ttft_p99_s", "tpot_p99_ms")}
+
+
 def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executor: str = "local",
               show_progress: bool = False) -> Recommendation:
     """Sweep every candidate, derive and sweep the batch-size schedule, choose per SLA."""
@@ -118,47 +127,64 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
     if not 0 <= cfg.min_gain < 10:
         raise InputError(f"must be in [0, 10), got {cfg.min_gain}", field="min-gain")
     acc = load_acceptance_profile(acceptance_profile_path(cfg.acceptance))
+    hw = load_hw_profile(cfg.hw)
+    mtp_head = has_mtp_head(hw.model)
     gamma, method = acc.gamma, vllm_method(acc.drafter_kind)
     statics = [f"static-{k}" for k in range(1, gamma + 1)]
-    policies = ([BASELINE] if cfg.mtp1_acceptance else []) + statics
+    mtp1_acc = _mtp1_profile(cfg, mtp_head)
+    policies = ["ar"] + (["mtp1"] if mtp1_acc else []) + statics
     if cfg.adaptive and method == "dspark":         # vLLM supports it for method="dspark" only
         policies.append("vllm-adaptive")
-    accs = {p: cfg.acceptance for p in policies + ["vllm-schedule"]}
-    if cfg.mtp1_acceptance:
-        accs[BASELINE] = cfg.mtp1_acceptance
+    baseline, why = resolve_baseline(cfg.baseline, policies, hw.model)   # bad input before any run
+    accs: dict[str, str | None] = {p: cfg.acceptance for p in policies + ["vllm-schedule"]}
+    accs["ar"] = None
+    if mtp1_acc:
+        accs["mtp1"] = mtp1_acc
     sweep = SweepConfig(trace=cfg.trace, policies=policies, hw=cfg.hw, acceptance=accs,
                         points=cfg.points, load_range=cfg.load_range, seeds=cfg.seeds,
                         requests_per_user=cfg.requests_per_user, warmup=cfg.warmup,
                         max_requests=cfg.max_requests, slas=cfg.slas, percentile=cfg.percentile,
-                        baseline=BASELINE, kv_semantics=cfg.kv_semantics)
+                        baseline=baseline, kv_semantics=cfg.kv_semantics)
     first = run_sweep(sweep, cache_dir=cache_dir, workers=workers, executor=executor,
                       show_progress=show_progress)
     schedule = derive_schedule(first.results, statics, gamma)
-    sweep.policies, sweep.schedule = ["vllm-schedule"], json.dumps(schedule.to_json())
+    sweep.policies, sweep.schedule, sweep.add_ar = ["vllm-schedule"], json.dumps(schedule.to_json()), False
+    sweep.baseline = None
     second = run_sweep(sweep, cache_dir=cache_dir, workers=workers, executor=executor,
                        show_progress=show_progress)
     results = pd.concat([first.results, second.results], ignore_index=True)
-    table = sla_table(results, cfg.slas, first.config.percentile,
-                      BASELINE if cfg.mtp1_acceptance else None)
-    candidates = [p for p in policies if p != BASELINE] + ["vllm-schedule"]
-    out = Recommendation(cfg, table, results, schedule, wall_s=first.wall_s + second.wall_s)
+    table = sla_table(results, cfg.slas, first.config.percentile, baseline)
+    out = Recommendation(cfg, table, results, schedule, wall_s=first.wall_s + second.wall_s,
+                         baseline=baseline, baseline_reason=why, kv_note=kv_note(hw))
+    # deployable simple settings: MTP-1 only where the model has the head to run it
+    simple = ["ar"] + (["mtp1"] if mtp1_acc and mtp_head else []) + statics
+    complex_ = [p for p in policies if p.startswith("vllm-")] + ["vllm-schedule"]
     for target in cfg.slas:
-        values = {p: _value(table, p, target) for p in candidates}
+        values = {p: _value(table, p, target) for p in simple + complex_}
         best_static = max(statics, key=lambda p: values[p])    # first on ties: the shortest K
-        best = best_static          # a more complex setting must pay for itself
-        for p in candidates[len(statics):]:
-            if values[p] > max(values[best], values[best_static] * (1 + cfg.min_gain)):
+        best = max(simple, key=lambda p: values[p])             # first on ties: the simplest
+        top_simple = values[best]
+        for p in complex_:
+            if values[p] > max(values[best], top_simple * (1 + cfg.min_gain)):
                 best = p
-        base = _value(table, BASELINE, target) if cfg.mtp1_acceptance else 0.0
+        base = _value(table, baseline, target) if baseline else 0.0
+        met = values[best] > 0
+        plan = deployment(best, method, gamma, schedule, acc, draft_model=cfg.draft_model,
+                          fixed_k=int(best_static.split("-")[1]), max_running=hw.max_batch_requests) \
+            if met else None
         out.choices.append({
-            "sla_tps_user": target, "policy": best if values[best] > 0 else None,
-            "speculative_config": _config_of(best, method, gamma, schedule) if values[best] > 0 else None,
-            "throughput_tok_s_per_gpu": values[best], "mtp1_tok_s_per_gpu": base,
+            "sla_tps_user": target, "policy": best if met else None,
+            "speculative_config": plan.vllm if plan else None,
+            "sglang_flags": plan.sglang if plan else None,
+            "notes": plan.notes if plan else [unmet_text(table, target)],
+            "throughput_tok_s_per_gpu": values[best], "baseline": baseline,
+            "baseline_tok_s_per_gpu": base, "gain_vs_baseline": _gain(values[best], base),
+            "gain_vs_ar": _gain(values[best], values["ar"]),
             "best_fixed": best_static, "best_fixed_tok_s_per_gpu": values[best_static],
-            "gain_vs_mtp1": _gain(values[best], base),
             "gain_vs_best_fixed": _gain(values[best], values[best_static]),
             "adaptive_gain_vs_best_fixed": _gain(values["vllm-adaptive"], values[best_static])
             if "vllm-adaptive" in values else None,
+            **(_point_latencies(table, best, target) if met else {}),
         })
     return out
 
@@ -167,7 +193,8 @@ def write_recommendation(rec: Recommendation, out_dir: str | Path) -> list[Path]
     """recommend.json (choices, schedule, config), sla.md, results.csv."""
     out = Path(out_dir)
     doc = {"config": asdict(rec.config), "schedule": rec.schedule.to_json(), "choices": rec.choices,
+           "baseline": rec.baseline, "baseline_reason": rec.baseline_reason, "kv_note": rec.kv_note,
            "wall_s": rec.wall_s}
     write_json_atomic(out / "recommend.json", doc)
-    write_text_atomic(out / "sla.md", sla_markdown(rec.sla))
+    write_text_atomic(out / "sla.md", sla_markdown(rec.sla, rec.results, "concurrency"))
     return [out / "recommend.json", out / "sla.md"] + write_table(rec.results, out / "results.csv")

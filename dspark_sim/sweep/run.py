@@ -14,18 +14,22 @@ import pandas as pd
 
 from ..errors import InputError
 from ..fileio import atomic_path, write_json_atomic, write_text_atomic
-from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
-                                 load_hw_profile)
+from ..profiles.registry import (ACCEPTANCE_SUFFIX, acceptance_profile_path, hw_profile_path,
+                                 load_acceptance_profile, load_hw_profile)
 from ..sim.cluster import KV_SEMANTICS, PREFILL_MODES, ROUTER_ALIASES
 from ..sim.defaults import DEFAULT_HW
 from ..sim.policies import make_policy
 from ..sim.replay import default_acceptance
 from ..sim.spec_config import parse_schedule
-from ..traces.schema import load_trace
+from ..traces import shipped_trace
+from ..traces.schema import iter_json_lines, load_trace
+from .baseline import AUTO, resolve_baseline, with_ar
 from .cache import PointCache
 from .executors import run_points
-from .frontier import parse_statistic, sla_markdown, sla_table, tps_column
+from .frontier import parse_statistic, sla_table, stat_label, tps_column
+from .overload import DEFAULT_TTFT_P99_BOUND_S, overload_reason
 from .point import PERCENTILES
+from .tables import sla_markdown
 from .spec import LOAD_MODES, Point, load_grid, sim_version
 
 DEFAULT_USERS_MAX = 256          # top of the default users range when the profile sets no batch limit
@@ -53,10 +57,12 @@ class SweepConfig:
     prefill: str = "local"
     slas: list[float] = field(default_factory=lambda: [80.0, 120.0])
     percentile: int | str = 50      # or "mean"
-    baseline: str | None = "mtp1"
+    baseline: str | None = AUTO     # auto: mtp1 if the model has an MTP head, else ar; or a policy
     sim_engine: str = "fast"        # the simulator's engine (sim/cluster.py ENGINES)
     kv_semantics: str = "reserve"
     schedule: str | None = None     # vllm-schedule's batch-size schedule (vLLM's JSON)
+    add_ar: bool = True             # no speculation is always a candidate
+    overload_ttft_p99_s: float | None = DEFAULT_TTFT_P99_BOUND_S   # overload.py
 
 
 @dataclass
@@ -70,6 +76,8 @@ class SweepResult:
     computed: int
     wall_s: float
     load_values: list[float] = field(default_factory=list)
+    baseline_reason: str = ""
+    kv_note: str = ""
 
 
 def _check(cfg: SweepConfig) -> None:
@@ -94,17 +102,22 @@ def _check(cfg: SweepConfig) -> None:
                          f"{' or '.join(KV_SEMANTICS)}", field="kv-semantics")
     if cfg.max_requests is not None and cfg.max_requests < 1:
         raise InputError(f"must be >= 1, got {cfg.max_requests}", field="requests")
+    if cfg.overload_ttft_p99_s is not None and not cfg.overload_ttft_p99_s > 0:
+        raise InputError(f"must be > 0, got {cfg.overload_ttft_p99_s}", field="overload-ttft-p99")
+    if cfg.add_ar:
+        cfg.policies = with_ar(cfg.policies)
 
 
 def resolve_inputs(cfg: SweepConfig) -> tuple[str, str, dict[str, str | None], Any]:
     """Validate the trace and profiles; return the trace, hw and per-policy acceptance paths
     and the loaded hardware profile."""
-    trace_path = Path(cfg.trace)
+    trace_path = shipped_trace(cfg.trace)          # a path, or the name of a shipped trace
     trace = load_trace(trace_path)
     if len(trace) == 0:
         raise InputError("the trace has no requests", file=trace_path)
     hw_path = hw_profile_path(cfg.hw)
     hw = load_hw_profile(hw_path)
+    check_fits_kv(trace, trace_path, hw, cfg.max_requests)
     accs: dict[str, str | None] = {}
     for policy in cfg.policies:
         spec = cfg.acceptance.get(policy, default_acceptance(policy))
@@ -120,6 +133,34 @@ def resolve_inputs(cfg: SweepConfig) -> tuple[str, str, dict[str, str | None], A
     return str(trace_path.resolve()), str(hw_path.resolve()), accs, hw
 
 
+def check_fits_kv(trace, path: Path, hw, max_requests: int | None = None) -> None:
+    """Bad input, naming the trace's file and line, when a request needs more KV (prompt +
+    output tokens) than the hardware profile holds: it could never be admitted."""
+    kv = hw.kv_capacity_tokens
+    n = len(trace) if max_requests is None else min(len(trace), max_requests)
+    if kv is None or n == 0:
+        return
+    need = trace.prompt_tokens[:n] + trace.output_tokens[:n]
+    if int(need.max()) <= kv:
+        return
+    row = int(need.argmax())
+    line = next(lineno for i, (lineno, _) in enumerate(iter_json_lines(path, "trace file")) if i == row)
+    raise InputError(f"prompt {int(trace.prompt_tokens[row]):,} + output {int(trace.output_tokens[row]):,} "
+                     f"tokens need more KV than the hardware profile {hw.name!r} holds "
+                     f"(kv_capacity_tokens {kv:,})", file=path, line=line, field="prompt_tokens")
+
+
+def kv_note(hw) -> str:
+    """The stated default when a hardware profile has no KV capacity ('' when it has one)."""
+    if hw.kv_capacity_tokens is not None:
+        return ""
+    limits = ", ".join(f"{k} {getattr(hw, k):,}" for k in ("max_batch_tokens", "max_batch_requests")
+                       if getattr(hw, k) is not None) or "nothing"
+    return (f"note: hardware profile {hw.name!r} sets no kv_capacity_tokens; KV memory is taken as "
+            f"unlimited (only {limits} bound the batch). Add kv_capacity_tokens to the profile to "
+            f"model KV pressure.")
+
+
 def default_load_range(mode: str, hw, replicas: int) -> tuple[float, float]:
     """Users 1 .. (batch limit x replicas), or arrival-rate factors 0.25 .. 4."""
     if mode == "rate":
@@ -128,8 +169,8 @@ def default_load_range(mode: str, hw, replicas: int) -> tuple[float, float]:
     return 1.0, float(limit * replicas)
 
 
-def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
-    """Every (policy, load, seed) point of the sweep, and the load values."""
+def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float], Any]:
+    """Every (policy, load, seed) point of the sweep, the load values and the hardware profile."""
     _check(cfg)
     trace, hw_path, accs, hw = resolve_inputs(cfg)
     low, high = cfg.load_range or default_load_range(cfg.load_mode, hw, cfg.replicas)
@@ -142,17 +183,31 @@ def build_points(cfg: SweepConfig) -> tuple[list[Point], list[float]]:
     points = [replace(base, policy=p, acceptance=accs[p], load=v, seed=s,
                       schedule=cfg.schedule if p == "vllm-schedule" else None)
               for p in cfg.policies for v in grid.values for s in range(cfg.seeds)]
-    return points, grid.values
+    return points, grid.values, hw
 
 
-def result_row(point: Point, metrics: dict[str, Any], percentile: int | str) -> dict[str, Any]:
-    """One tidy row: the point's settings and metrics, tps_user percentiles as columns."""
+def drafter_name(acceptance_path: str | None) -> str:
+    """The acceptance profile's name (file name less its suffix), 'none' without speculation."""
+    if not acceptance_path:
+        return "none"
+    name = Path(acceptance_path).name
+    return name[: -len(ACCEPTANCE_SUFFIX)] if name.endswith(ACCEPTANCE_SUFFIX) else Path(name).stem
+
+
+def result_row(point: Point, metrics: dict[str, Any], percentile: int | str,
+               ttft_p99_bound_s: float | None = DEFAULT_TTFT_P99_BOUND_S) -> dict[str, Any]:
+    """One tidy row: the point's settings and metrics, tps_user percentiles as columns, TPOT p99
+    and whether the point is overloaded (overload.py)."""
     row = {k: v for k, v in asdict(point).items() if k not in ("trace", "hw", "sim_engine")}
     row["acceptance"] = Path(point.acceptance).name if point.acceptance else None
+    row["drafter"] = drafter_name(point.acceptance)
     pct = metrics.get("tps_user_percentiles") or [None] * len(PERCENTILES)
     for p in sorted({10, 50, 90} | ({percentile} - {"mean"})):
         row[tps_column(p)] = pct[p]
     row.update({k: v for k, v in metrics.items() if k != "tps_user_percentiles"})
+    row["tpot_p99_ms"] = 1000.0 / pct[1] if pct[1] else float("nan")   # slowest 1% of requests
+    row["overload_reason"] = overload_reason(metrics, ttft_p99_bound_s)
+    row["overloaded"] = bool(row["overload_reason"])
     return row
 
 
@@ -161,7 +216,8 @@ def run_sweep(cfg: SweepConfig, *, cache_dir: str | Path | None = None, workers:
               ray_address: str | None = None) -> SweepResult:
     """Run (or read from the cache) every point; build the results and SLA tables."""
     t0 = time.perf_counter()
-    points, values = build_points(cfg)
+    points, values, hw = build_points(cfg)
+    baseline, why = resolve_baseline(cfg.baseline, cfg.policies, hw.model)
     cache = PointCache(cache_dir)
     keys = {p: p.key() for p in points}
     metrics: dict[Point, dict[str, Any]] = {}
@@ -178,11 +234,12 @@ def run_sweep(cfg: SweepConfig, *, cache_dir: str | Path | None = None, workers:
 
     run_points(todo, keep, workers=workers, executor=executor, show_progress=show_progress,
                ray_address=ray_address, what="sweep")
-    rows = [result_row(p, metrics[p], cfg.percentile) for p in points]
+    rows = [result_row(p, metrics[p], cfg.percentile, cfg.overload_ttft_p99_s) for p in points]
     results = pd.DataFrame(rows)
-    sla = sla_table(results, cfg.slas, cfg.percentile, cfg.baseline)
+    sla = sla_table(results, cfg.slas, cfg.percentile, baseline)
     return SweepResult(cfg, results, sla, cached=len(points) - len(todo), computed=len(todo),
-                       wall_s=time.perf_counter() - t0, load_values=values)
+                       wall_s=time.perf_counter() - t0, load_values=values, baseline_reason=why,
+                       kv_note=kv_note(hw))
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> list[Path]:
@@ -199,22 +256,34 @@ def write_table(frame: pd.DataFrame, path: Path) -> list[Path]:
     return written + [parquet]
 
 
+def sweep_markdown(result: SweepResult) -> str:
+    """sla-P.md: the SLA table with the overloaded points and the KV note."""
+    text = sla_markdown(result.sla, result.results, result.config.load_mode)
+    return text + (f"\n{result.kv_note}\n" if result.kv_note else "")
+
+
 def write_sweep(result: SweepResult, out_dir: str | Path) -> list[Path]:
-    """results.csv/.parquet, sla.csv, sla.md, frontier.png, concurrency.png, sweep.json."""
+    """results.csv/.parquet, sla-P.csv, sla-P.md, frontier-P.png (P: the SLA statistic, so
+    sweeps of another statistic into the same directory sit beside them), concurrency.png,
+    sweep.json."""
     from .plots import concurrency_plot, frontier_plot
 
     cfg = result.config
     out = Path(out_dir)
+    stat = stat_label(cfg.percentile)
     written = write_table(result.results, out / "results.csv")
-    written += write_table(result.sla, out / "sla.csv")
-    write_text_atomic(out / "sla.md", sla_markdown(result.sla))
+    written += write_table(result.sla, out / f"sla-{stat}.csv")
+    write_text_atomic(out / f"sla-{stat}.md", sweep_markdown(result))
     title = (f"{Path(cfg.trace).name} on {Path(str(cfg.hw)).stem} x{cfg.replicas}\n"
              f"{cfg.load_mode} load, {cfg.prefill} prefill, {cfg.seeds} seed(s)")
-    written += [out / "sla.md",
-                frontier_plot(result.results, result.sla, cfg.percentile, out / "frontier.png", title),
+    written += [out / f"sla-{stat}.md",
+                frontier_plot(result.results, result.sla, cfg.percentile, out / f"frontier-{stat}.png", title),
                 concurrency_plot(result.results, out / "concurrency.png", title)]
     doc = {"config": asdict(cfg), "load_values": result.load_values, "points": len(result.results),
            "cached": result.cached, "computed": result.computed, "wall_s": result.wall_s,
+           "baseline": result.sla["baseline"].iloc[0] if len(result.sla) else None,
+           "baseline_reason": result.baseline_reason, "kv_note": result.kv_note,
+           "overloaded_points": int(result.results["overloaded"].sum()),
            "sim_version": sim_version()}
     write_json_atomic(out / "sweep.json", doc)
     return written + [out / "sweep.json"]

@@ -76,11 +76,11 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
 
 @lru_cache(maxsize=1)
 def sim_version() -> str:
-    """Package version + hash of the simulator's and the point metrics' source files: a change
-    to either invalidates cached points."""
+    """Package version + hash of the simulator's and the point metrics' source files (point.py
+    and the queue-growth measure of overload.py): a change to either invalidates cached points."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(__version__.encode())
-    for path in sorted((root / "sim").glob("*.py")) + [root / "sweep" / "point.py"]:
+    for path in sorted((root / "sim").glob("*.py")) + [root / "sweep" / n for n in ("point.py", "overload.py")]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return f"{__version__}+{h.hexdigest()[:12]}"

@@ -1,4 +1,5 @@
-"""What-if transforms of the inputs a planner varies: a better (or worse) drafter."""
+"""What-if transforms of the inputs a planner varies (a better or worse drafter) and the headroom
+of a deployment (the traffic at which its SLA breaks)."""
 from __future__ import annotations
 
 import copy
@@ -6,8 +7,11 @@ import copy
 import numpy as np
 from scipy.optimize import brentq
 
+import pandas as pd
+
 from ..errors import InputError
 from ..profiles.acceptance import AcceptanceProfile
+from .frontier import tps_column
 
 
 def improved_acceptance(profile: AcceptanceProfile, tau_factor: float) -> AcceptanceProfile:
@@ -61,3 +65,16 @@ def scaled_acceptance(profile: AcceptanceProfile, factor: float) -> AcceptancePr
     out.extra = {**profile.extra, "derived_from": profile.name,
                  "notes": f"every position's acceptance x{factor:g} (capped at 1) of {profile.name}"}
     return out
+
+
+def sla_break(results: pd.DataFrame, policy: str, sla: float, percentile: int | str) -> dict[str, float]:
+    """Headroom of one policy in a rate-load sweep (loads = traffic factors): the highest factor up
+    to which every swept factor meets the SLA and is not overloaded (`holds_to`), the first that
+    fails (`breaks_at`, NaN if none did), seed by seed (a factor holds only if every seed holds)."""
+    rows = results[results["policy"] == policy]
+    ok = (rows[tps_column(percentile)] >= sla) & ~rows["overloaded"].astype(bool)
+    by_load = ok.groupby(rows["load"]).all().sort_index()
+    failed = by_load.index[~by_load.to_numpy()]
+    first_fail = float(failed.min()) if len(failed) else float("nan")
+    held = by_load.index[by_load.index < first_fail] if len(failed) else by_load.index
+    return {"holds_to": float(held.max()) if len(held) else float("nan"), "breaks_at": first_fail}

@@ -9,9 +9,10 @@ from dspark_sim.decode.drafters.ngram import lookup
 from dspark_sim.decode.prompts import (BUILTIN_TASKS, builtin_prompts, encode_prompt, load_prompts,
                                        parse_tasks)
 from dspark_sim.errors import InputError
+from tests.shared_data import SHARED, needs_shared
 from tests.strict_json import register_input
 
-SHARED = "../shared/prompts"
+PROMPTS = SHARED / "prompts"
 
 
 def test_lookup_prefers_longest_then_most_recent():
@@ -31,19 +32,21 @@ def test_builtin_sets_have_a_few_dozen_prompts_each():
         assert len({p.text for p in prompts}) == len(prompts)
 
 
+@needs_shared("prompts")
 @pytest.mark.parametrize("file,first", [("gsm8k/test.jsonl", "Janet"),
                                         ("humaneval/HumanEval.jsonl", "from typing import List"),
                                         ("mt_bench/question.jsonl", "Compose an engaging travel")])
 def test_shared_benchmark_formats(file, first):
-    prompts = load_prompts(f"{SHARED}/{file}", task="t")
+    prompts = load_prompts(PROMPTS / file, task="t")
     assert prompts[0].text.startswith(first) and prompts[0].source.endswith(":1")
 
 
+@needs_shared("prompts", "gsm8k", "test.jsonl")
 def test_parse_tasks_mixes_files_builtins_and_task_rows(tmp_path):
     plain = tmp_path / "mixed.jsonl"
     plain.write_text('{"task": "a", "prompt": "x"}\n\n{"task": "b", "prompt": "y"}\n'
                      '{"task": "a", "prompt": "z"}\n')
-    tasks = parse_tasks(f"math=../shared/prompts/gsm8k/test.jsonl, chat,{plain}", limit=1)
+    tasks = parse_tasks(f"math={PROMPTS / 'gsm8k' / 'test.jsonl'}, chat,{plain}", limit=1)
     assert {k: len(v) for k, v in tasks.items()} == {"math": 1, "chat": 1, "a": 1, "b": 1}
     assert tasks["b"][0].source == f"{plain}:3"
 

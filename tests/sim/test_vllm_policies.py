@@ -195,7 +195,7 @@ def test_sweep_cli_runs_the_vllm_policies(tmp_path):
                  "--out", str(out)]) == 0
     import pandas as pd
     results = pd.read_csv(out / "results.csv")
-    assert set(results["policy"]) == {"static-2", "vllm-schedule", "vllm-adaptive"}
+    assert set(results["policy"]) == {"ar", "static-2", "vllm-schedule", "vllm-adaptive"}   # ar always swept
     assert (results["kv_semantics"] == "blocks").all()
     sched.write_text('[[1, 3, 4],\n [2, 64, 2]]')
     assert main(["sweep", "--trace", str(trace), "--policies", "vllm-schedule", "--bs-schedule",

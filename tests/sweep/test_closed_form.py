@@ -30,7 +30,7 @@ def lock_step(tmp_path_factory):
                       acceptance={"mtp1": str(write_parametric(d / "m.acceptance.json", [1.0], "mtp1")),
                                   "static-3": str(write_parametric(d / "d.acceptance.json", [1.0] * 3))},
                       points=len(USERS), load_range=(1, 64), requests_per_user=3, slas=SLAS,
-                      percentile=50)
+                      percentile=50, baseline="mtp1")
     return run_sweep(cfg)
 
 
@@ -127,7 +127,8 @@ def test_random_acceptance_matches_renewal_closed_form(tmp_path):
                                                                    [alpha] * k))},
                       points=1, load_range=(users, users), requests_per_user=40, slas=[100.0],
                       percentile=50, baseline=None)
-    row = run_sweep(cfg).results.iloc[0]
+    res = run_sweep(cfg).results
+    row = res[res["policy"] == "static-3"].iloc[0]
     p = steps_distribution(alpha, k, L - 1)
     n = np.arange(len(p))
     mean_n = float((n * p).sum())

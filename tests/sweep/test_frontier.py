@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dspark_sim.sweep.frontier import format_gain, pareto, sla_markdown, sla_table, throughput_at
+from dspark_sim.sweep.frontier import format_gain, pareto, sla_table, throughput_at
+from dspark_sim.sweep.tables import sla_markdown
 from dspark_sim.sweep.plan import _Search
 
 
@@ -52,7 +53,7 @@ def test_sla_table_seed_spread_and_gains():
             for load, (tps, thr) in enumerate(((200.0, 100.0), (100.0, 500.0), (50.0, 900.0))):
                 rows.append({"policy": policy, "load": float(load), "seed": seed,
                              "tps_user_p50": tps * scale + shift, "throughput_tok_s_per_gpu": thr})
-    table = sla_table(pd.DataFrame(rows), [100.0], 50).set_index("policy")
+    table = sla_table(pd.DataFrame(rows), [100.0], 50, baseline="mtp1").set_index("policy")
     # seed means: mtp1 (205, 100), (105, 500), (55, 900): at 100 -> between 55 and 105
     mtp1 = 900 + (100 - 55) / (105 - 55) * (500 - 900)
     dspark = 900 + (100 - 80) / (155 - 80) * (500 - 900)
@@ -61,7 +62,7 @@ def test_sla_table_seed_spread_and_gains():
     assert table.loc["dspark", "gain_vs_baseline"] == pytest.approx(dspark / mtp1 - 1)
     assert table.loc["mtp1", "seed_min"] < mtp1 < table.loc["mtp1", "seed_max"]
     md = sla_markdown(table.reset_index())
-    assert "gain vs mtp1 @ 100" in md and format_gain(dspark / mtp1 - 1) in md
+    assert "At 100 tok/s/user" in md and "gain vs mtp1" in md and format_gain(dspark / mtp1 - 1) in md
 
 
 def test_format_gain():

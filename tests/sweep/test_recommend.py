@@ -6,8 +6,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweepkit import write_constant_hw, write_linear_hw, write_parametric
+
 from dspark_sim.cli import main
 from dspark_sim.sim.spec_config import BatchSchedule
+from dspark_sim.sweep.deploy import check_sglang_flags
 from dspark_sim.sweep.recommend import derive_schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
@@ -30,15 +33,19 @@ def test_derived_schedule_takes_the_best_k_per_load():
     assert [sched.k_at(b) for b in (1, 4, 8, 9, 16, 64, 200)] == [3, 3, 3, 1, 1, 1, 1]
 
 
-def test_recommend_prints_valid_vllm_configs(tmp_path, capsys):
+def _recommend(tmp_path, *extra, sla="30,60"):
     trace = tmp_path / "t.jsonl"
     trace.write_text(TRACE)
     out = tmp_path / "rec"
-    assert main(["recommend", "--trace", str(trace), "--sla", "30,60", "--points", "3",
+    assert main(["recommend", "--trace", str(trace), "--sla", sla, "--points", "3",
                  "--load-range", "2,16", "--requests-per-user", "4", "--workers", "1",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), *extra]) == 0
+    return out, json.loads((out / "recommend.json").read_text())
+
+
+def test_recommend_prints_valid_vllm_configs(tmp_path, capsys):
+    out, doc = _recommend(tmp_path)
     printed = capsys.readouterr().out
-    doc = json.loads((out / "recommend.json").read_text())
     assert [c["sla_tps_user"] for c in doc["choices"]] == [30, 60]
     configs = [line.split("'")[1] for line in printed.splitlines() if "--speculative-config" in line]
     assert configs, printed
@@ -47,14 +54,68 @@ def test_recommend_prints_valid_vllm_configs(tmp_path, capsys):
         assert spec == c["speculative_config"]
         assert spec["method"] == "dspark" and 1 <= spec["num_speculative_tokens"] <= 5
         assert c["throughput_tok_s_per_gpu"] >= c["best_fixed_tok_s_per_gpu"] > 0
+        assert c["sglang_flags"][:2] == ["--speculative-algorithm", "DSPARK"]
+        assert check_sglang_flags(c["sglang_flags"]) == []
+        assert f"SGLang: {' '.join(c['sglang_flags'])}" in printed
         try:
             import vllm.config.speculative  # noqa: F401
         except ImportError:
             continue
         _vllm_parse(spec)
     sla = (out / "sla.md").read_text()
-    for policy in ("mtp1", "static-1", "static-5", "vllm-adaptive", "vllm-schedule"):
+    # no speculation is always a candidate and the baseline; Qwen3-8B has no MTP head: no MTP-1
+    for policy in ("ar", "static-1", "static-5", "vllm-adaptive", "vllm-schedule"):
         assert policy in sla
+    assert "mtp1" not in sla and doc["baseline"] == "ar" and "gain vs ar (no speculation)" in sla
+    assert all(c["baseline"] == "ar" for c in doc["choices"])
+
+
+def test_recommend_names_the_draft_model_for_vllm_and_sglang(tmp_path, capsys):
+    out, doc = _recommend(tmp_path, "--acceptance", "eagle3-llama31-8b-g7", "--hw", "constant-10ms")
+    spec = doc["choices"][0]["speculative_config"]
+    # a constant step time: every verified draft is free, so speculation wins
+    assert spec["method"] == "eagle3" and spec["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    k = spec["num_speculative_tokens"]
+    assert doc["choices"][0]["sglang_flags"][:10] == [
+        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "--speculative-num-steps", str(k),
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(k + 1)]
+    assert doc["choices"][0]["gain_vs_baseline"] > 0
+    _, doc = _recommend(tmp_path, "--acceptance", "eagle3-llama31-8b-g7", "--hw", "constant-10ms",
+                        "--draft-model", "/models/my-eagle3")
+    assert doc["choices"][0]["speculative_config"]["model"] == "/models/my-eagle3"
+    _, doc = _recommend(tmp_path, "--acceptance", "vllm-ngram-smollm2-135m-g7-t0", "--hw", "constant-10ms")
+    spec = doc["choices"][0]["speculative_config"]
+    assert spec["method"] == "ngram" and "model" not in spec
+    assert (spec["prompt_lookup_min"], spec["prompt_lookup_max"]) == (1, 4)   # as measured
+    assert doc["choices"][0]["sglang_flags"][:2] == ["--speculative-algorithm", "NGRAM"]
+
+
+def test_recommend_chooses_no_speculation_when_drafts_do_not_pay(tmp_path, capsys):
+    hw = write_linear_hw(tmp_path / "hw.yaml", 0.001, 0.002)        # every token costs a full token
+    acc = write_parametric(tmp_path / "weak.acceptance.json", [0.2, 0.2], kind="eagle3")
+    out, doc = _recommend(tmp_path, "--hw", str(hw), "--acceptance", str(acc), sla="5")
+    choice = doc["choices"][0]
+    assert choice["policy"] == "ar" and choice["speculative_config"] is None
+    assert choice["sglang_flags"] == [] and "without --speculative-config" in choice["notes"][0]
+    assert "@ 5 tok/s/user: no speculation" in capsys.readouterr().out
+
+
+def test_recommend_baseline_is_mtp1_for_a_model_with_an_mtp_head(tmp_path):
+    hw = write_constant_hw(tmp_path / "hw.yaml", 0.01)
+    text = hw.read_text().replace("name: constant", "name: constant\nmodel: deepseek-v3")
+    hw.write_text(text)
+    out, doc = _recommend(tmp_path, "--hw", str(hw))
+    assert doc["baseline"] == "mtp1" and "MTP head" in doc["baseline_reason"]
+    assert "mtp1" in (out / "sla.md").read_text() and "gain vs mtp1" in (out / "sla.md").read_text()
+
+
+def test_recommend_unreachable_sla_reports_the_fastest(tmp_path, capsys):
+    out, doc = _recommend(tmp_path, sla="100000")
+    choice = doc["choices"][0]
+    assert choice["policy"] is None and choice["speculative_config"] is None
+    assert "unmet by every policy; the fastest reached is" in choice["notes"][0]
+    assert choice["notes"][0] in capsys.readouterr().out
 
 
 def test_recommend_bad_input_exits_2(tmp_path, capsys):
@@ -62,6 +123,8 @@ def test_recommend_bad_input_exits_2(tmp_path, capsys):
     trace.write_text(TRACE)
     assert main(["recommend", "--trace", str(trace), "--sla", "0", "--out", str(tmp_path / "x")]) == 2
     assert "sla" in capsys.readouterr().err
+    assert main(["recommend", "--trace", str(trace), "--baseline", "mtp1", "--out", str(tmp_path / "y")]) == 2
+    assert "field 'baseline'" in capsys.readouterr().err and not (tmp_path / "y").exists()
 
 
 def test_recommend_prefers_a_fixed_k_unless_the_rest_pays(tmp_path):
@@ -72,6 +135,8 @@ def test_recommend_prefers_a_fixed_k_unless_the_rest_pays(tmp_path):
     assert main(args + ["--min-gain", "5", "--out", str(tmp_path / "a")]) == 0
     doc = json.loads((tmp_path / "a" / "recommend.json").read_text())
     choice = doc["choices"][0]
-    assert choice["policy"] == choice["best_fixed"] and choice["gain_vs_best_fixed"] == 0
-    assert set(choice["speculative_config"]) == {"method", "num_speculative_tokens"}
+    assert choice["policy"] in ("ar", choice["best_fixed"])       # never the schedule or adaptive
+    if choice["policy"] != "ar":
+        assert choice["gain_vs_best_fixed"] == 0
+        assert set(choice["speculative_config"]) == {"method", "num_speculative_tokens"}
     assert main(args + ["--min-gain", "10", "--out", str(tmp_path / "b")]) == 2

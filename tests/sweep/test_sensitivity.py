@@ -50,5 +50,5 @@ def test_sweep_acceptance_scale_moves_only_the_scaled_policies(tmp_path, capsys)
     assert d[0.8] < d[1.0]                                        # worse drafts, less throughput
     scaled = AcceptanceProfile.load(out / "acceptance" / "production-dspark-g5-x0.8.acceptance.json")
     np.testing.assert_allclose(scaled.tasks["default"].position_accept, 0.87 * 0.8)
-    assert (out / "scale-x0.8" / "sla.md").exists() and (out / "sensitivity.png").stat().st_size > 10_000
+    assert (out / "scale-x0.8" / "sla-p50.md").exists() and (out / "sensitivity.png").stat().st_size > 10_000
     assert "x0.8" in (out / "sensitivity.md").read_text()

@@ -12,8 +12,9 @@ from dspark_sim.traces.generate import (ArrivalModel, EmpiricalLengths, Lognorma
                                         generate_trace, parse_task_mix)
 from dspark_sim.traces.importers import detect_format, import_trace, read_any
 from dspark_sim.traces.stats import trace_stats
+from tests.shared_data import SHARED
 
-AZURE = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "azure-llm-2023"
+AZURE = SHARED / "traces" / "azure-llm-2023"
 REPO = Path(__file__).resolve().parents[2]
 
 

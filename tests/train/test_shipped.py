@@ -10,6 +10,7 @@ from dspark_sim.decode.drafters.checkpoint import load_module, read_config
 from dspark_sim.decode.drafters.config import KINDS
 from dspark_sim.decode.drafters.trained import shipped_dir
 from dspark_sim.profiles.registry import load_acceptance_profile, shipped_acceptance_names
+from tests.shared_data import SHARED, needs_shared
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -46,6 +47,7 @@ def test_shipped_acceptance_profiles_exist_for_both_temperatures(kind):
 
 
 @pytest.mark.slow
+@needs_shared("prompts", "gsm8k", "train.jsonl")
 @pytest.mark.parametrize("kind", KINDS)
 def test_shipped_drafters_draft_on_the_embedded_target(kind):
     """Loaded by name for the real target, each drafter gets drafts accepted on held-out
@@ -58,7 +60,7 @@ def test_shipped_drafters_draft_on_the_embedded_target(kind):
 
     target = load_target("embedded", "cpu")
     drafter = make_drafter(kind, target)
-    prompts = [p for p in heldout_prompts("../shared/prompts/gsm8k/train.jsonl", 3, seed=0)]
+    prompts = [p for p in heldout_prompts(SHARED / "prompts" / "gsm8k" / "train.jsonl", 3, seed=0)]
     accepted = steps = 0
     for p in prompts:
         ids = encode_prompt(target.tokenizer, p.text)

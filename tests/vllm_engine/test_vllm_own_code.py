@@ -31,7 +31,10 @@ def test_reference_readings_pass_against_vllm_itself(vllm_interpreter):
     assert "skipped" not in res.stdout.splitlines()[-1], tail       # vLLM was there to compare
 
 
-def test_recommended_configs_parse_with_vllms_speculative_config(tmp_path, vllm_interpreter):
+@pytest.mark.parametrize("extra", [[], ["--acceptance", "eagle3-llama31-8b-g7", "--hw", "constant-10ms"],
+                                   ["--acceptance", "vllm-ngram-smollm2-135m-g7-t0", "--hw", "constant-10ms"]],
+                         ids=["dspark", "eagle3-with-model", "ngram-with-lookup"])
+def test_recommended_configs_parse_with_vllms_speculative_config(tmp_path, vllm_interpreter, extra):
     python = vllm_interpreter
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(f'{{"arrival_s": {0.1 * i:.1f}, "prompt_tokens": {40 + 17 * i % 300}, '
@@ -40,7 +43,7 @@ def test_recommended_configs_parse_with_vllms_speculative_config(tmp_path, vllm_
     out = tmp_path / "rec"
     assert main(["recommend", "--trace", str(trace), "--sla", "30,60", "--points", "3",
                  "--load-range", "2,16", "--requests-per-user", "4", "--workers", "1",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), *extra]) == 0
     specs = [c["speculative_config"] for c in json.loads((out / "recommend.json").read_text())["choices"]
              if c["speculative_config"]]
     assert specs
