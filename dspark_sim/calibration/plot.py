@@ -2,8 +2,10 @@
 
 Position k's panel holds the steps that reached k (drafts 1..k-1 accepted): per confidence bin,
 the observed acceptance of draft k against the mean confidence, with a 95% Wilson interval of
-that frequency and the bin's sample count written beside the point. Bins without samples draw
-nothing; a position no step reached says so instead of drawing a point at 0.
+that frequency and the bin's sample count written beside the point; the panel's title gives n and,
+when the report's figures are passed, the position's ECE raw and after STS with its bootstrap
+interval. Bins without samples draw nothing; a position no step reached says so instead of drawing
+a point at 0.
 """
 from __future__ import annotations
 
@@ -25,11 +27,38 @@ def wilson_interval(successes: np.ndarray, n: np.ndarray, z: float = 1.96) -> tu
     return mid - half, mid + half
 
 
+def _ece_line(figures: dict[str, list[dict]] | None, k: int) -> str:
+    """'\nECE raw 8.5% [2.1, 10.5], STS 8.6% [3.7, 9.5]' for position k+1 (empty without figures)."""
+    if not figures:
+        return ""
+    parts = []
+    for label, key in (("raw", "raw"), ("STS", "sts")):
+        row = next((r for r in figures.get(key, []) if r["position"] == k + 1), None)
+        if row is None or row.get("ece") is None:
+            continue
+        ci = row.get("ece_ci95")
+        band = f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else ""
+        parts.append(f"{label} {100 * row['ece']:.1f}%{band}")
+    return ("\nECE " + ", ".join(parts)) if parts else ""
+
+
 def reliability_diagram(steps: RolloutSteps, temps: np.ndarray, path: str | Path,
-                        title: str = "", n_bins: int = 20, copy_cal: np.ndarray | None = None) -> Path:
+                        title: str = "", n_bins: int = 20, copy_cal: np.ndarray | None = None,
+                        figures: dict[str, list[dict]] | None = None) -> Path:
     """One panel per position k: observed P(draft k accepted | 1..k-1 accepted) vs the
-    confidence c_k, raw and after STS, with counts and intervals."""
-    from ..plots import new_figure, save_figure
+    confidence c_k, raw and after STS, with counts and intervals. `figures`: the report's
+    per-position rows ({"raw": [...], "sts": [...]}, positions.position_calibration) whose ECE and
+    interval go into each panel's title."""
+    from ..plots import save_figure
+
+    return save_figure(reliability_figure(steps, temps, title, n_bins, copy_cal, figures), path)
+
+
+def reliability_figure(steps: RolloutSteps, temps: np.ndarray, title: str = "", n_bins: int = 20,
+                       copy_cal: np.ndarray | None = None,
+                       figures: dict[str, list[dict]] | None = None):
+    """The reliability diagram's matplotlib figure (reliability_diagram saves it)."""
+    from ..plots import new_figure
 
     g = steps.gamma
     cols = min(4, g)
@@ -63,10 +92,10 @@ def reliability_diagram(steps: RolloutSteps, temps: np.ndarray, path: str | Path
                 for x, f, m in zip(conf[ok], freq[ok], count[ok]):
                     ax.annotate(f"{int(m)}", (x, f), textcoords="offset points", xytext=(3, -8),
                                 fontsize=5.5, color="dimgrey")
-        ax.set_title(f"position {k + 1}: n = {n} steps", fontsize=9)
+        ax.set_title(f"position {k + 1}: n = {n} steps" + _ece_line(figures, k), fontsize=8)
         ax.legend(fontsize=7, loc="upper left")
     for ax in axes[g:]:
         ax.axis("off")
     fig.suptitle((title + "\n" if title else "") + "bars: 95% Wilson interval of the bin's "
                  "observed frequency; numbers: steps in the bin (STS)", fontsize=9)
-    return save_figure(fig, path)
+    return fig

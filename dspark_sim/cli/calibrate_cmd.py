@@ -118,13 +118,14 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise InputError(str(exc), field="--rollouts" if rollouts else "--n") from None
         result.update(temperature=temperature, drafter=drafter, prompts=n_prompts, gamma=gamma,
-                      rollouts=str(rollouts or report / "rollouts.npz"),
-                      heldout_rollouts=None if heldout_rollouts is None else str(heldout_rollouts))
+                      rollouts=str((rollouts or report / "rollouts.npz").resolve()),
+                      heldout_rollouts=None if heldout_rollouts is None else str(heldout_rollouts.resolve()))
         _say_if_replacing(report / "calibration.json")
         report.mkdir(parents=True, exist_ok=True)
         write_json_atomic(report / "calibration.json", result)
         reliability_diagram(held, temps, report / "reliability.png", copy_cal=copy_cal,
-                            title=f"{drafter} confidence, T={temperature}: held-out rollouts")
+                            title=f"{drafter} confidence, T={temperature}: held-out rollouts",
+                            figures={"raw": result["raw"], "sts": result["sts"]})
         copy_note = (f"; copied slots (Tc, d) {', '.join(f'({t:.2f}, {d:.2f})' for t, d in copy_cal)}"
                      if copy_cal_differs(temps, copy_cal) else "")
         head = result["headline"]
@@ -137,7 +138,8 @@ def register(app: typer.Typer) -> None:
         if write:
             where = _store(ckpt, save_to or report / "drafter", temperature, temps,
                            copy_cal if copy_cal_differs(temps, copy_cal) else None,
-                           {"report": str(report / "calibration.json"), "rollouts": result["rollouts"],
+                           {"report": str((report / "calibration.json").resolve()),
+                            "rollouts": result["rollouts"],
                             "ece_raw": head["raw"]["ece"], "ece_sts": head["sts"]["ece"],
                             "heldout_steps": result["heldout_steps"]})
             typer.echo(f"stored in {where}")

@@ -69,3 +69,33 @@ def test_calibration_json_is_strict_with_counts_beside_every_figure(tmp_path):
     assert doc["sts"][1]["accepted"] == 0 and doc["sts"][1]["auroc"] is None and doc["sts"][1]["n"] > 0
     assert doc["headline"]["sts"]["positions"] == [1, 2] and doc["headline"]["raw"]["n"] == \
         doc["sts"][0]["n"] + doc["sts"][1]["n"]
+
+
+def test_reliability_diagram_draws_measured_points_only_with_counts_and_intervals(tmp_path):
+    """A position no step reached gets no point (its panel says n = 0); a populated one gets a
+    point per non-empty bin, its title the n and the report's ECE with its bootstrap interval."""
+    import matplotlib.pyplot as plt
+
+    from dspark_sim.calibration.plot import reliability_diagram, reliability_figure
+    from dspark_sim.calibration.rollouts import fit_and_report
+    from dspark_sim.calibration.sts import RolloutSteps
+
+    rng = np.random.default_rng(4)
+    parts = [RolloutSteps(z=rng.normal(0, 1, (30, 3)), accepted=(rng.random(30) < 0.4).astype(int))
+             for _ in range(8)]                      # never more than one draft accepted: k=3 empty
+    temps, copy_cal, report, held = fit_and_report(parts, 3)
+    figures = {"raw": report["raw"], "sts": report["sts"]}
+    fig = reliability_figure(held, temps, copy_cal=copy_cal, figures=figures)
+    ax1, ax3 = fig.axes[0], fig.axes[2]
+    r1 = report["raw"][0]
+    assert ax1.get_title().startswith(f"position 1: n = {r1['n']} steps\nECE raw {100 * r1['ece']:.1f}% [")
+    drawn = [c for c in ax1.containers]               # one errorbar container per variant
+    bins = len(set(np.minimum((1 / (1 + np.exp(-held.z[:, 0])) * 20).astype(int), 19)))
+    assert len(drawn) == 2 and len(drawn[0].lines[0].get_xdata()) == bins       # raw: a point a bin
+    sts_points = len(drawn[1].lines[0].get_xdata())
+    assert len(ax1.texts) == sts_points > 0           # a count beside every STS point
+    assert ax3.get_title() == "position 3: n = 0" and not ax3.containers
+    assert len(ax3.lines) == 1                        # the diagonal only
+    plt.close(fig)
+    out = reliability_diagram(held, temps, tmp_path / "r.png", copy_cal=copy_cal, figures=figures)
+    assert out.stat().st_size > 10_000
