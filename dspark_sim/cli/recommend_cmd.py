@@ -107,6 +107,9 @@ def register(app: typer.Typer) -> None:
                               load_range=parse_range(load_range), seeds=seeds,
                               requests_per_user=requests_per_user, max_requests=requests,
                               kv_semantics=kv_semantics, adaptive=adaptive, min_gain=min_gain)
+        from ..profiles.describe import model_mismatch_warnings
+        for warning in model_mismatch_warnings(hw, {"drafter": acceptance}):
+            typer.echo(f"warning: {warning}", err=True)
         rec = recommend(cfg, cache_dir=cache or out / "cache", workers=workers, show_progress=True)
         written = write_recommendation(rec, out)
         print_markdown(sla_markdown(rec.sla, rec.results, "concurrency"),

@@ -46,3 +46,25 @@ def test_replay_and_sweep_warn_on_mixed_models(tmp_path, capsys):
     assert err.count("warning: acceptance profile") == 2 and "smollm2-135m-mtp1-g1-t0" in err
     assert model_mismatch_warnings("cpu-2core-smollm2-135m", {"ar": None,
                                                               "dspark": "smollm2-135m-dspark-g7-t0"}) == []
+
+
+def test_plan_and_recommend_warn_on_mixed_models(tmp_path, capsys):
+    """plan and recommend simulate through the same sweep: the same warning, before they run."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE)
+    assert main(["plan", "--trace", str(trace), "--sla", "20", "--policies", "dspark", "--acceptance",
+                 "smollm2-135m-dspark-g7-t0", "--hw", "h200-qwen3-8b-roofline", "--max-replicas", "2",
+                 "--workers", "1", "--out", str(tmp_path / "p")]) == 0
+    assert "warning: acceptance profile 'smollm2-135m-dspark-g7-t0' was measured with target " \
+        "'SmolLM2-135M-Instruct', but hardware profile 'h200-qwen3-8b-roofline'" in capsys.readouterr().err
+    assert main(["recommend", "--trace", str(trace), "--sla", "20", "--acceptance",
+                 "smollm2-135m-dspark-g7-t0", "--hw", "cpu-2core-smollm2-135m", "--points", "2",
+                 "--load-range", "1,2", "--requests-per-user", "2", "--workers", "1",
+                 "--out", str(tmp_path / "r1")]) == 0
+    assert "warning: acceptance profile" not in capsys.readouterr().err
+    assert main(["recommend", "--trace", str(trace), "--sla", "20", "--acceptance",
+                 "eagle3-llama31-8b-g7", "--hw", "cpu-2core-smollm2-135m", "--points", "2",
+                 "--load-range", "1,2", "--requests-per-user", "2", "--workers", "1",
+                 "--out", str(tmp_path / "r2")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: acceptance profile 'eagle3-llama31-8b-g7' was measured with target" in err
