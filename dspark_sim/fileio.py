@@ -1,14 +1,21 @@
-"""Atomic writes and structured-file reading that keeps line numbers for error messages."""
+"""Atomic writes and structured-file reading that keeps line numbers for error messages.
+
+Every JSON document the product writes goes through `json_text` (files: `write_json_atomic`,
+JSON Lines: `json_line`), which writes strict JSON: a float that is not finite (NaN, +-Infinity:
+a statistic of no samples, an interval of one request) becomes null, so that jq, JavaScript and
+every strict parser read the file. The producer of such a figure writes the sample count it came
+from beside it (`n`, `requests`, `steps`), which says why it is null."""
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import yaml
 
@@ -72,9 +79,49 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def strict_json_value(obj: Any) -> Any:
+    """`obj` with every non-finite float (NaN, +-Infinity; also numpy scalars and arrays)
+    replaced by None, tuples as lists: what strict JSON can hold."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict_json_value(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json_value(v) for v in obj]
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    tolist = getattr(obj, "tolist", None)          # numpy scalars and arrays
+    if callable(tolist):
+        return strict_json_value(tolist())
+    return obj
+
+
+def json_text(obj: Any, indent: int | None = None, **options: Any) -> str:
+    """Strict JSON text of `obj` (non-finite floats as null; json.dumps `options` such as
+    `separators`, `sort_keys`); the one place the product turns data into JSON."""
+    return json.dumps(strict_json_value(obj), indent=indent, allow_nan=False, **options)
+
+
+def json_line(obj: Any) -> str:
+    """One JSON Lines record: strict JSON on one line, with its newline."""
+    return json_text(obj) + "\n"
+
+
 def write_json_atomic(path: str | Path, obj: Any, indent: int | None = 2) -> None:
-    """Write JSON to `path` atomically."""
-    write_text_atomic(path, json.dumps(obj, indent=indent) + "\n")
+    """Write strict JSON (json_text) to `path` atomically."""
+    write_text_atomic(path, json_text(obj, indent=indent) + "\n")
+
+
+def write_jsonl_atomic(path: str | Path, rows: Iterable[Any]) -> None:
+    """Write JSON Lines (one strict record per row) to `path` atomically."""
+    write_text_atomic(path, "".join(json_line(r) for r in rows))
+
+
+def append_json_line(path: str | Path, obj: Any) -> None:
+    """Append one strict JSON Lines record to `path` (a resumable log; readers drop a torn
+    last line)."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json_line(obj))
 
 
 def write_yaml_atomic(path: str | Path, obj: Any) -> None:

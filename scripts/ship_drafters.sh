@@ -140,7 +140,8 @@ calibrate)
   # $RUN/calibration-tT/rollouts.npz, then the evaluation rollouts on other prompts (NBENCH per
   # task of the benchmark sets, after the first 10 the acceptance profiles measure) into
   # $RUN/calibration-bench-tT/rollouts.npz. STS is then fitted on all of the first and scored on
-  # the second, and stored into the checkpoint, one temperature after the other (no decoding).
+  # the second, and stored beside the checkpoint's weights (calibration.sts.json), one
+  # temperature after the other (no decoding); `ship` copies that file with the checkpoint.
   ckpt=$RUN/dspark-s${SEEDS%% *}$TAG/drafter
   printf "0\n1\n" | xargs -P "$JOBS" -I{} bash -c "$CLI calibrate --drafter $ckpt --temperature {} \
     --n ${NCAL:-48} --gamma 7 --max-new-tokens $TOKENS --report $RUN/calibration-t{} --threads $THREADS \

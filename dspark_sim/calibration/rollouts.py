@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..fileio import write_json_atomic
-from .sts import RolloutSteps, fit_sts_detail, position_report
+from ..fileio import json_text
+from .positions import position_calibration
+from .sts import RolloutSteps, calibrated_logits, fit_sts_detail
 
 
 def collect(target: Any, drafter: Any, prompts: list[list[int]], *, gamma: int, sampling: Any,
@@ -62,7 +63,7 @@ def save_rollouts(path: str | Path, per_request: list[RolloutSteps], meta: dict)
     np.savez_compressed(tmp, z=both.z.astype(np.float32), accepted=both.accepted.astype(np.int16),
                         copied=both.copied.astype(np.uint8),
                         steps_per_request=np.array([p.z.shape[0] for p in per_request], dtype=np.int64),
-                        meta=np.array(json.dumps(meta)))
+                        meta=np.array(json_text(meta)))
     tmp.replace(path)
     return path
 
@@ -147,10 +148,10 @@ def fit_and_report(per_request: list[RolloutSteps], gamma: int, *,
     alone, over copied and other slots alike (what STS did before the copy bias)."""
     if heldout is None:
         fit, groups = _concat_grouped(per_request[0::2], gamma)
-        held = _concat(per_request[1::2], gamma)
+        held, held_groups = _concat_grouped(per_request[1::2], gamma)
     else:
         fit, groups = _concat_grouped(per_request, gamma)
-        held = _concat(heldout, gamma)
+        held, held_groups = _concat_grouped(heldout, gamma)
     if fit.z.shape[0] < 20 or held.z.shape[0] < 20:
         raise ValueError(f"too few rollout steps to calibrate ({fit.z.shape[0]} fit, "
                          f"{held.z.shape[0]} held out); use more or longer prompts")
@@ -158,33 +159,32 @@ def fit_and_report(per_request: list[RolloutSteps], gamma: int, *,
     if not copy_calibration:
         fit = RolloutSteps(fit.z, fit.accepted)             # no slot marked copied
     temps, copy_cal, detail = fit_sts_detail(fit, groups=groups, **sts_options)
-    raw, cal = position_report(held, None), position_report(held, temps, copy_cal=copy_cal)
+    raw = heldout_calibration(held, held_groups, None, None)
+    cal = heldout_calibration(held, held_groups, temps, copy_cal)
     report = {"temperatures": temps.tolist(), "copy_calibration": copy_cal.tolist(),
               "copied_share_fit": copied_share_fit,
               "copied_share_heldout": float(held.copied.mean()) if held.z.size else 0.0,
-              "fit_steps": int(fit.z.shape[0]),
-              "heldout_steps": int(held.z.shape[0]), "fit": detail, "raw": raw, "sts": cal,
-              "mean_ece_raw": float(np.nanmean([r["ece"] for r in raw])),
-              "mean_ece_sts": float(np.nanmean([r["ece"] for r in cal]))}
+              "fit_steps": int(fit.z.shape[0]), "heldout_steps": int(held.z.shape[0]),
+              "heldout_requests": int(len(np.unique(held_groups))), "fit": detail,
+              "metric": raw["metric"], "raw": _rows(raw), "sts": _rows(cal),
+              "headline": {"raw": raw["headline"], "sts": cal["headline"]}}
     return temps, copy_cal, report, held
+
+
+def heldout_calibration(held: RolloutSteps, groups: np.ndarray, temps: np.ndarray | None,
+                        copy_cal: np.ndarray | None) -> dict:
+    """positions.position_calibration of the held-out steps' confidences, raw (temps None) or
+    calibrated (every step verified all gamma drafts)."""
+    conf = 1.0 / (1.0 + np.exp(-calibrated_logits(held.z, temps, copy_cal, held.copied)))
+    return position_calibration(conf, held.accepted, groups)
+
+
+def _rows(calibration: dict) -> list[dict]:
+    """Per position: the conditional figures with the survival view nested under `survival`."""
+    return [{**row, "survival": surv} for row, surv in zip(calibration["positions"],
+                                                           calibration["survival"])]
 
 
 def copy_cal_differs(temps: np.ndarray, copy_cal: np.ndarray | None) -> bool:
     """Whether copied slots are calibrated differently from the others at any position."""
     return copy_cal is not None and bool(np.any((copy_cal[:, 0] != temps) | (copy_cal[:, 1] != 0)))
-
-
-def store_temperatures(checkpoint_dir: str | Path, temperature: float, temps: np.ndarray,
-                       copy_cal: np.ndarray | None = None) -> None:
-    """Record STS temperatures (and the copied slots' [Tc, d] pairs, when they differ from the
-    others' calibration) for a sampling temperature in the checkpoint's config.json."""
-    path = Path(checkpoint_dir) / "config.json"
-    cfg = json.loads(path.read_text(encoding="utf-8"))
-    key = str(float(temperature))
-    cfg.setdefault("sts", {})[key] = [round(float(t), 5) for t in temps]
-    if copy_cal_differs(temps, copy_cal):
-        cfg.setdefault("sts_copy", {})[key] = [[round(float(t), 5), round(float(d), 5)]
-                                               for t, d in copy_cal]
-    elif key in cfg.get("sts_copy", {}):
-        del cfg["sts_copy"][key]            # a refit without copies leaves no stale copy calibration
-    write_json_atomic(path, cfg)

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .metrics import auroc, brier, ece
 
 DEFAULT_GRID = np.exp(np.linspace(np.log(0.05), np.log(20.0), 241))
 COPY_TEMP_GRID = np.exp(np.linspace(np.log(0.25), np.log(20.0), 25))   # Tc_k of copied slots
@@ -215,9 +214,12 @@ def fit_sts(steps: RolloutSteps, n_bins: int = 20, grid: np.ndarray = DEFAULT_GR
 
 def position_report(steps: RolloutSteps, temps: np.ndarray | None, n_bins: int = 20,
                     copy_cal: np.ndarray | None = None) -> list[dict]:
-    """Per position k: ECE, AUROC and Brier of the survival a_k, base rate and mean a_k."""
-    a = survival(steps.z, temps, copy_cal, steps.copied)
-    y = steps.prefix_accepted()
-    return [{"position": k + 1, "ece": ece(a[:, k], y[:, k], n_bins), "auroc": auroc(a[:, k], y[:, k]),
-             "brier": brier(a[:, k], y[:, k]), "mean_survival": float(a[:, k].mean()),
-             "accept_rate": float(y[:, k].mean())} for k in range(steps.gamma)]
+    """Per position k: ECE, AUROC and Brier of the survival a_k, base rate and mean a_k (the
+    survival view of positions.survival_calibration, over every step)."""
+    from .positions import survival_calibration
+
+    c = _sigmoid(calibrated_logits(steps.z, temps, copy_cal, steps.copied))
+    rows = survival_calibration(c, steps.accepted, np.full(len(steps.accepted), steps.gamma),
+                                n_bins=n_bins)
+    return [{"position": r["position"], "ece": r["ece"], "auroc": r["auroc"], "brier": r["brier"],
+             "mean_survival": r["mean_survival"], "accept_rate": r["rate"]} for r in rows]

@@ -9,6 +9,7 @@ inside the commands that need them, so `dspark-sim --help` and the simulator com
 from __future__ import annotations
 
 import sys
+import warnings
 
 import typer
 
@@ -46,6 +47,11 @@ def _register_all() -> None:
 _register_all()
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as one line on stderr, named by its class (no source line)."""
+    return f"warning: {category.__name__}: {message}\n"
+
+
 def _terminate(signum, frame) -> None:
     """SIGTERM unwinds like an exit, so servers this command started are stopped on the way."""
     raise SystemExit(128 + signum)
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
+    warnings.formatwarning = _format_warning
     try:
         rc = app(args=argv, prog_name="dspark-sim", standalone_mode=False)
     except InputError as exc:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .options import GSM8K_TRAIN, DeviceOpt, TargetOpt, ThreadsOpt
+from .options import DeviceOpt, TargetOpt, ThreadsOpt
 from .render import log_line, progress_bar
 
 
@@ -27,8 +27,9 @@ def register(app: typer.Typer) -> None:
                                             "FILE): --n prompts per task after --skip."),
         skip: int = typer.Option(0, "--skip", help="With --tasks: leading prompts per task to "
                                  "leave out (e.g. the ones the acceptance profiles measure)."),
-        gsm8k_train: Path = typer.Option(GSM8K_TRAIN, "--gsm8k-train", help="GSM8K train JSONL "
-                                         "(for the default held-out math prompts)."),
+        gsm8k_train: Optional[Path] = typer.Option(None, "--gsm8k-train", help="GSM8K train JSONL "
+                                                   "for the default held-out math prompts [the "
+                                                   "held-out questions shipped in the package]."),
         n: int = typer.Option(40, "--n", help="Held-out prompts per task."),
         temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature the "
                                           "calibration is for (0 = greedy)."),
@@ -59,22 +60,27 @@ def register(app: typer.Typer) -> None:
                                           "an offset of the confidence logit of copy-biased "
                                           "slots (off: temperatures alone, over all slots)."),
         write: bool = typer.Option(True, "--write/--dry-run", help="Store the fitted temperatures "
-                                   "in the checkpoint's config.json."),
+                                   "in the calibration file beside the checkpoint's weights "
+                                   "(calibration.sts.json, keyed by the weights' hash; config.json "
+                                   "is never edited). A checkpoint inside the installed package "
+                                   "(the shipped drafters) is copied to --save-to first."),
+        save_to: Optional[Path] = typer.Option(None, "--save-to", help="Where a calibrated copy of "
+                                               "a checkpoint inside the installed package goes "
+                                               "[REPORT/drafter]; use it as --drafter afterwards."),
         device: DeviceOpt = "auto",
         threads: ThreadsOpt = 0,
     ) -> None:
         """Fit Sequential Temperature Scaling of the confidence head on held-out rollouts."""
         from ..calibration.plot import reliability_diagram
-        from ..calibration.rollouts import (copy_cal_differs, fit_and_report, load_rollouts, save_rollouts,
-                                            store_temperatures)
-        from ..decode.drafters.trained import shipped_dir
+        from ..calibration.positions import format_headline, format_position
+        from ..calibration.rollouts import copy_cal_differs, fit_and_report, load_rollouts, save_rollouts
         from ..fileio import write_json_atomic
 
         if prompts is not None and tasks is not None:
             raise InputError("give --prompts or --tasks, not both", field="--tasks")
         if skip < 0:
             raise InputError(f"must be >= 0, got {skip}", field="--skip")
-        ckpt = shipped_dir(drafter) if drafter in ("dspark",) else Path(drafter)
+        ckpt = _checkpoint_dir(drafter)
         if rollouts is not None:
             per_request, meta = load_rollouts(rollouts)
             if write and meta.get("drafter", drafter) != drafter:
@@ -91,6 +97,7 @@ def register(app: typer.Typer) -> None:
             per_request = _collect_rollouts(drafter, target, items, temperature, gamma,
                                             max_new_tokens, seed, device, threads)
             n_prompts = len(items)
+            _say_if_replacing(report / "rollouts.npz")
             report.mkdir(parents=True, exist_ok=True)
             source = str(prompts) if prompts else f"{tasks} (skip {skip})" if tasks else "held-out default"
             save_rollouts(report / "rollouts.npz", per_request,
@@ -111,20 +118,63 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise InputError(str(exc), field="--rollouts" if rollouts else "--n") from None
         result.update(temperature=temperature, drafter=drafter, prompts=n_prompts, gamma=gamma,
-                      rollouts=str(rollouts or report / "rollouts.npz"),
-                      heldout_rollouts=None if heldout_rollouts is None else str(heldout_rollouts))
+                      rollouts=str((rollouts or report / "rollouts.npz").resolve()),
+                      heldout_rollouts=None if heldout_rollouts is None else str(heldout_rollouts.resolve()))
+        _say_if_replacing(report / "calibration.json")
         report.mkdir(parents=True, exist_ok=True)
         write_json_atomic(report / "calibration.json", result)
         reliability_diagram(held, temps, report / "reliability.png", copy_cal=copy_cal,
-                            title=f"{drafter} confidence, T={temperature}: held-out rollouts")
-        if write:
-            store_temperatures(ckpt, temperature, temps, copy_cal)
+                            title=f"{drafter} confidence, T={temperature}: held-out rollouts",
+                            figures={"raw": result["raw"], "sts": result["sts"]})
         copy_note = (f"; copied slots (Tc, d) {', '.join(f'({t:.2f}, {d:.2f})' for t, d in copy_cal)}"
                      if copy_cal_differs(temps, copy_cal) else "")
-        typer.echo(f"mean ECE (held out): raw {100 * result['mean_ece_raw']:.2f}% -> STS "
-                   f"{100 * result['mean_ece_sts']:.2f}%; temperatures "
-                   f"{', '.join(f'{t:.2f}' for t in temps)}{copy_note}"
-                   + (f"; stored in {ckpt}" if write else ""))
+        head = result["headline"]
+        typer.echo(f"ECE (held out, {result['heldout_steps']} steps of {result['heldout_requests']} "
+                   f"requests, weighted by the steps reaching each position):")
+        for label in ("raw", "sts"):
+            typer.echo(f"  {label:>3}: {format_headline(head[label])}")
+            typer.echo("       " + "; ".join(format_position(r) for r in result[label]))
+        typer.echo(f"temperatures {', '.join(f'{t:.2f}' for t in temps)}{copy_note}")
+        if write:
+            where = _store(ckpt, save_to or report / "drafter", temperature, temps,
+                           copy_cal if copy_cal_differs(temps, copy_cal) else None,
+                           {"report": str((report / "calibration.json").resolve()),
+                            "rollouts": result["rollouts"],
+                            "ece_raw": head["raw"]["ece"], "ece_sts": head["sts"]["ece"],
+                            "heldout_steps": result["heldout_steps"]})
+            typer.echo(f"stored in {where}")
+        else:
+            typer.echo(f"dry run: nothing stored; report in {report}")
+
+
+def _checkpoint_dir(drafter: str) -> Path:
+    """The checkpoint directory behind --drafter: a shipped kind's directory, or the path."""
+    from ..decode.drafters.config import KINDS
+    from ..decode.drafters.trained import shipped_dir
+
+    return shipped_dir(drafter) if drafter in KINDS else Path(drafter)
+
+
+def _say_if_replacing(path: Path) -> None:
+    if path.exists():
+        typer.echo(f"note: replacing {path} (from an earlier run)", err=True)
+
+
+def _store(ckpt: Path, copy_dir: Path, temperature: float, temps, copy_cal, fitted: dict) -> Path:
+    """Write the calibration beside the checkpoint's weights; a checkpoint inside the installed
+    package is copied to `copy_dir` first (the package is never written to). Returns the file."""
+    from ..calibration.store import calibrated_copy, is_installed_package_path, write_calibration
+
+    if is_installed_package_path(ckpt):
+        calibrated_copy(ckpt, copy_dir)
+        typer.echo(f"{ckpt} is inside the installed package and stays unchanged; calibrating a "
+                   f"copy in {copy_dir} (use --drafter {copy_dir})")
+        ckpt = copy_dir
+    path, note = write_calibration(ckpt, temperature, list(temps),
+                                   None if copy_cal is None else copy_cal.tolist(), fitted)
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    return path
 
 
 def _prompt_items(prompts, tasks, skip, gsm8k_train, n):
@@ -156,11 +206,18 @@ def _collect_rollouts(drafter, target, items, temperature, gamma, max_new_tokens
     from ..decode.prompts import encode_prompt
     from ..decode.sampling import Sampling
 
+    import warnings
+
+    from ..calibration.store import StaleCalibration
     from ..decode.loading import load_target_threads
+
     tgt = load_target_threads(target, device, threads)
-    drf = make_drafter(drafter, tgt)
-    if getattr(getattr(drf, "module", None), "conf_head", None) is None:
-        raise InputError("this drafter has no confidence head", field="--drafter")
+    with warnings.catch_warnings():          # the rollouts read raw confidences: a stale fit
+        warnings.simplefilter("ignore", StaleCalibration)     # is what this run replaces
+        drf = make_drafter(drafter, tgt)
+    if not getattr(drf, "has_confidence", False):
+        raise InputError(f"{drafter} reports no confidences (no confidence head): there is nothing "
+                         f"to calibrate", field="--drafter")
     ids = [encode_prompt(tgt.tokenizer, p.text, True) for p in items]
     with progress_bar("rollouts") as bar:
         task = bar.add_task("rollouts", total=len(ids), info="")

@@ -1,7 +1,6 @@
 """`dspark-sim generate` and `dspark-sim measure`: real speculative decoding on a real target."""
 from __future__ import annotations
 
-import json
 import platform
 import shlex
 import sys
@@ -10,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from ..fileio import json_text
 from ..errors import InputError
 from ..vllm.settings import parse_server
 from .options import (ChatOpt, DeviceOpt, DrafterOpt, GammaOpt, MaxNewOpt, SeedOpt, TargetOpt,
@@ -65,13 +65,20 @@ def _scheduler_curve(verify: str, hw: str):
 
 
 def _this_machine_curve(target, drafter, gamma: int, refresh: bool):
-    """This machine's decode-loop curve from the user's cache, timed (15-20 s) when missing."""
-    from ..decode.local_curve import cached_local_curve
+    """This machine's decode-loop curve from the user's cache, timed (15-20 s) when missing;
+    and where it came from."""
+    from ..decode.local_curve import cached_local_curve, curve_cache_path, machine_key
+
+    timed = []
 
     def on_measure(path) -> None:
+        timed.append(path)
         typer.echo(f"timing this machine's decode-loop step curve for the scheduler (once; "
                    f"cached in {path})", err=True)
-    return cached_local_curve(target, drafter, gamma, refresh=refresh, on_measure=on_measure)
+    prof = cached_local_curve(target, drafter, gamma, refresh=refresh, on_measure=on_measure)
+    path = curve_cache_path(machine_key(target, drafter, gamma))
+    return prof, (f"this machine's decode loop, measured now (cached in {path})" if timed else
+                  f"this machine's decode loop, cached in {path}")
 
 
 def register(app: typer.Typer) -> None:
@@ -133,8 +140,15 @@ def register(app: typer.Typer) -> None:
             raise InputError("must not be empty", field="--prompt")
         curve = _scheduler_curve(verify, hw)
         tgt, drf = _load(target, drafter, device, threads)
-        if isinstance(curve, str):
-            curve = _this_machine_curve(tgt, drf, gamma, refresh=curve == "remeasure")
+        if curve is not None:
+            from ..decode.local_curve import verify_cost_curve
+            from ..profiles.registry import hw_profile_path
+            curve, source = (_this_machine_curve(tgt, drf, gamma, refresh=curve == "remeasure")
+                             if isinstance(curve, str) else (curve, f"hardware profile {hw} "
+                                                                    f"({hw_profile_path(hw)})"))
+            curve, lines = verify_cost_curve(curve, source, repair=verify == "scheduled")
+            for line in lines:
+                typer.echo(line, err=True)
         if tgt.tokenizer is None:
             raise InputError("the target has no tokenizer; text prompts need one", field="--target")
         ids = encode_prompt(tgt.tokenizer, prompt, chat)
@@ -173,7 +187,7 @@ def register(app: typer.Typer) -> None:
             if sampling.greedy:
                 out["identical"] = ar.output_ids == gen.output_ids
         if as_json:
-            typer.echo(json.dumps(out))
+            typer.echo(json_text(out))
             return
         typer.echo(out["text"])
         line = (f"[{drf.name}, verify {verify}] {len(gen.output_ids)} tokens in {gen.steps} steps, "
@@ -250,6 +264,11 @@ def register(app: typer.Typer) -> None:
                             max_new_tokens=max_new_tokens, seed=seed, chat=chat, plain=plain)
         stem = out.name[: -len(".acceptance.json")] if out.name.endswith(".acceptance.json") else out.stem
         checkpoint = out.with_name(stem + ".records.jsonl")
+        from ..decode.measure import checkpoint_note
+        for note in (checkpoint_note(checkpoint, settings),
+                     f"note: replacing {out} and its report" if out.exists() else None):
+            if note:
+                typer.echo(note, err=True)
         total = sum(map(len, prompt_sets.values()))
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("tau {task.fields[tau]}"), TimeElapsedColumn(),

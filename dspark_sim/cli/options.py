@@ -22,7 +22,6 @@ TARGET_HELP = ("Target model: 'embedded' (SmolLM2-135M-Instruct from the llm-smo
 DRAFTER_HELP = ("Drafter: none (plain decoding), ngram (prompt lookup), any other registered "
                 "name, or a drafter checkpoint path.")
 DEVICE_HELP = "auto (a GPU when present, bf16 there; else CPU, fp32), cpu or cuda."
-GSM8K_TRAIN = "../shared/prompts/gsm8k/train.jsonl"
 
 TargetOpt = Annotated[str, typer.Option("--target", help=TARGET_HELP)]
 DrafterOpt = Annotated[str, typer.Option("--drafter", help=DRAFTER_HELP)]

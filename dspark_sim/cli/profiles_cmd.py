@@ -68,4 +68,26 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"{text}: acceptance profile '{acc.name}' gamma={acc.gamma} "
                            f"tasks={','.join(acc.tasks)} OK")
 
+    @profiles.command("show")
+    def show(paths: list[Path] = typer.Argument(..., help="Profiles to describe: shipped names or "
+                                                       "files (.yaml hardware, .json acceptance).")) -> None:
+        """Describe profiles: an acceptance profile's per-task acceptance and, where `measure`
+        recorded it, the confidence calibration per position (ECE, samples, interval); a
+        hardware profile's model, device and step-time curve."""
+        from ..errors import InputError
+        from ..profiles.describe import describe_acceptance, describe_hardware
+        from ..profiles.registry import (acceptance_profile_path, hw_profile_path,
+                                         load_acceptance_profile, load_hw_profile)
+
+        for path in paths:
+            try:
+                hw_path = hw_profile_path(str(path))
+            except InputError:
+                hw_path = None
+            if hw_path is not None and hw_path.suffix in (".yaml", ".yml"):
+                lines = describe_hardware(load_hw_profile(hw_path))
+            else:
+                lines = describe_acceptance(load_acceptance_profile(acceptance_profile_path(str(path))))
+            typer.echo("\n".join(lines))
+
     app.add_typer(profiles, name="profiles")

@@ -2,12 +2,12 @@
 --speculative-config and SGLang's server flags."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..fileio import json_text
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 from .options import BaselineOpt, RequestsOpt, SimHwOpt, SlasOpt
 from .render import print_markdown
@@ -36,7 +36,7 @@ def _print_choice(c: dict, drafter: str) -> None:
         typer.echo(f"  at {c['load_at_sla']:g} users: TTFT p50 {seconds_text(c['ttft_p50_s'])}, p99 "
                    f"{seconds_text(c['ttft_p99_s'])}, TPOT p99 {c['tpot_p99_ms']:.1f} ms")
     if c["speculative_config"] is not None:
-        typer.echo(f"  vLLM:   --speculative-config '{json.dumps(c['speculative_config'])}'")
+        typer.echo(f"  vLLM:   --speculative-config '{json_text(c['speculative_config'])}'")
     if c["sglang_flags"]:
         typer.echo(f"  SGLang: {' '.join(c['sglang_flags'])}")
     if c["adaptive_gain_vs_best_fixed"] is not None:
@@ -107,6 +107,9 @@ def register(app: typer.Typer) -> None:
                               load_range=parse_range(load_range), seeds=seeds,
                               requests_per_user=requests_per_user, max_requests=requests,
                               kv_semantics=kv_semantics, adaptive=adaptive, min_gain=min_gain)
+        from ..profiles.describe import model_mismatch_warnings
+        for warning in model_mismatch_warnings(hw, {"drafter": acceptance}):
+            typer.echo(f"warning: {warning}", err=True)
         rec = recommend(cfg, cache_dir=cache or out / "cache", workers=workers, show_progress=True)
         written = write_recommendation(rec, out)
         print_markdown(sla_markdown(rec.sla, rec.results, "concurrency"),
@@ -114,7 +117,7 @@ def register(app: typer.Typer) -> None:
                      f"{rec.baseline}: {rec.baseline_reason}")
         if rec.kv_note:
             typer.echo(rec.kv_note)
-        typer.echo(f"derived batch-size schedule: {json.dumps(rec.schedule.to_json())}")
+        typer.echo(f"derived batch-size schedule: {json_text(rec.schedule.to_json())}")
         drafter = load_acceptance_profile(acceptance).name
         for c in rec.choices:
             _print_choice(c, drafter)

@@ -66,6 +66,9 @@ def register(app: typer.Typer) -> None:
         refuse_old_engine(engine)
         policies = parse_policies(policy)
         chosen = parse_acceptance_option(acceptance, policies)
+        from ..profiles.describe import model_mismatch_warnings
+        for warning in model_mismatch_warnings(hw, chosen):
+            typer.echo(f"warning: {warning}", err=True)
         if parallel not in ("none", "ray", "inline"):
             raise InputError(f"expected none, ray or inline, got {parallel!r}", field="parallel")
         par = None if parallel == "none" else Parallel(parallel, workers, ray_address)

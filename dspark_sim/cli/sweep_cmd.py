@@ -103,6 +103,9 @@ def register(app: typer.Typer) -> None:
                           slas=parse_numbers(sla, "sla"), percentile=sla_percentile,
                           baseline=baseline, kv_semantics=kv_semantics,
                           schedule=schedule_text(bs_schedule), overload_ttft_p99_s=overload_ttft_p99)
+        from ..profiles.describe import model_mismatch_warnings
+        for warning in model_mismatch_warnings(cfg.hw, cfg.acceptance):
+            typer.echo(f"warning: {warning}", err=True)
         run_kw = dict(cache_dir=cache or out / "cache", workers=workers, executor=executor,
                       show_progress=True, ray_address=ray_address)
         if acceptance_scale is not None:
@@ -171,6 +174,9 @@ def register(app: typer.Typer) -> None:
                          router=router, seeds=seeds, max_replicas=max_replicas,
                          max_requests=requests, prefill=prefill, baseline=baseline,
                          gpu_hour_cost=gpu_hour_cost)
+        from ..profiles.describe import model_mismatch_warnings
+        for warning in model_mismatch_warnings(cfg.hw, cfg.acceptance):
+            typer.echo(f"warning: {warning}", err=True)
         result = plan_capacity(cfg, cache_dir=cache or out / "cache", workers=workers,
                                executor=executor, show_progress=True, ray_address=ray_address)
         markdown = plan_markdown(result.table) + (f"\n{result.kv_note}\n" if result.kv_note else "")

@@ -1,12 +1,12 @@
 """`dspark-sim trace`: generate, import and describe request traces."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..fileio import json_text
 from ..errors import InputError
 from .render import print_trace_stats
 
@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
 
         results = [trace_stats(read_any(p)) for p in paths]
         if as_json:
-            typer.echo(json.dumps(results if len(results) > 1 else results[0], indent=2))
+            typer.echo(json_text(results if len(results) > 1 else results[0], indent=2))
             return
         print_trace_stats([p.name for p in paths], results, STAT_ROWS)
 

@@ -2,15 +2,17 @@
 target (`calibrate` is in calibrate_cmd.py)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..fileio import json_text
 from ..errors import InputError
-from .options import DEVICE_HELP, GSM8K_TRAIN, DeviceOpt, TargetOpt, ThreadsOpt
+from .options import DEVICE_HELP, DeviceOpt, TargetOpt, ThreadsOpt
 from .render import log_line, progress_bar
+
+SHIPPED_DATA = "smollm2-135m-selfdistill-full.npz"    # in dspark_sim/data/distill/
 
 
 def _floats(text: str, field: str) -> list[float]:
@@ -33,8 +35,9 @@ def register(app: typer.Typer) -> None:
                                            "('prompt', 'question' or 'turns'; optional 'task', 'id')."),
         builtin: bool = typer.Option(True, "--builtin/--no-builtin", help="Include the built-in "
                                      "mix: GSM8K train questions + code and chat templates."),
-        gsm8k_train: Path = typer.Option(GSM8K_TRAIN, "--gsm8k-train", help="GSM8K *train* JSONL "
-                                         "for the built-in math prompts."),
+        gsm8k_train: Optional[Path] = typer.Option(None, "--gsm8k-train", help="GSM8K *train* JSONL "
+                                                   "for the built-in math prompts [the questions "
+                                                   "of the default mix, shipped in the package]."),
         n_math: int = typer.Option(1200, "--n-math", help="GSM8K train questions in the mix."),
         n_chat: int = typer.Option(500, "--n-chat", help="Chat template prompts in the mix."),
         temperatures: str = typer.Option("0,1", "--temperatures", help="Sampling temperatures "
@@ -90,16 +93,20 @@ def register(app: typer.Typer) -> None:
         if pack is not None:
             from ..train.selfdistill import read_records, write_records_npz
             records = read_records(out)
+            if pack.exists():
+                typer.echo(f"note: replacing {pack}", err=True)
             write_records_npz(records, pack)
             typer.echo(f"packed {len(records)} answers into {pack}")
 
     @app.command()
     def train(
         drafter: str = typer.Option(..., "--drafter", help="Drafter kind: mtp1, eagle3, dflash or dspark."),
-        data: list[Path] = typer.Option(..., "--data", help="Self-distillation directories "
+        data: list[Path] = typer.Option([], "--data", help="Self-distillation directories "
                                         "(from `dspark-sim distill`) or packed .npz files "
                                         "(`distill --pack`); the target-feature cache is built "
-                                        "inside the first directory (beside a .npz) and reused."),
+                                        "inside the first directory (beside a .npz; in the user "
+                                        "cache for a pack inside the package) and reused. "
+                                        f"[the embedded target's shipped pack, {SHIPPED_DATA}]"),
         out: Path = typer.Option(..., "--out", help="Run directory: checkpoints, metrics.jsonl, "
                                  "summary.json, and the exported drafter in OUT/drafter."),
         features: Optional[Path] = typer.Option(None, "--features", help="Directory of the "
@@ -209,11 +216,17 @@ def register(app: typer.Typer) -> None:
         if prior_steps and source != "drafter" and backbone_from is None:
             raise InputError("only with --init-from or --backbone-from an exported drafter (a run "
                              "directory records its own steps)", field="--prior-steps")
+        data = list(data) or [_shipped_data(target)]
         for d in data:
             if not (d.is_dir() or (d.suffix == ".npz" and d.is_file())):
                 raise InputError("not a self-distillation directory or .npz pack", file=d,
                                  field="--data")
             read_records(d)             # a bad shard fails before the target loads
+        exported = (export or out / "drafter") / WEIGHTS
+        if exported.is_file():
+            typer.echo(f"note: {exported.parent} holds an exported drafter; this run replaces it "
+                       f"(a confidence calibration beside it is kept if the weights come out the "
+                       f"same, else marked stale)", err=True)
         from ..decode.loading import load_target_threads
         tgt = load_target_threads(target, device, threads)
         torch.manual_seed(seed)
@@ -235,6 +248,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"must be > 0, got {seq_lr_mult}", field="--seq-lr-mult")
         module = new_drafter(drafter, tgt, cache, seq_init=seq_init, seq_init_scale=seq_init_scale,
                              seed=seed, **arch)
+        _check_validation_split(cache)
         cfg = TrainConfig(lr=lr, row_len=row_len, rows_per_batch=rows, steps=steps,
                           budget_minutes=budget_minutes, seed=seed, checkpoint_minutes=checkpoint_minutes,
                           autocast_bf16=tgt.device.type == "cuda", seq_lr_mult=seq_lr_mult,
@@ -256,5 +270,39 @@ def register(app: typer.Typer) -> None:
             except ConfigMismatch as exc:
                 field = "--init-from" if init_from else "--backbone-from" if backbone_from else "--out"
                 raise InputError(str(exc), field=field) from exc
-        typer.echo(json.dumps({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))
-        typer.echo(f"validation: {json.dumps(summary['validation'])}")
+        typer.echo(json_text({k: summary[k] for k in ("kind", "steps", "train_seconds", "checkpoint")}))
+        typer.echo(f"validation: {json_text(summary['validation'])}")
+        if summary.get("calibration"):
+            typer.echo(f"note: {summary['calibration']}", err=True)
+
+
+def _shipped_data(target: str) -> Path:
+    """train's default --data: the self-distillation pack shipped for the embedded target."""
+    from ..train.pipeline import SHIPPED_DISTILL_DIR
+
+    if target != "embedded":
+        raise InputError(f"give --data for --target {target}: the shipped pack ({SHIPPED_DATA}) "
+                         "holds the embedded target's answers (make one with `dspark-sim distill`)",
+                         field="--data")
+    return SHIPPED_DISTILL_DIR / SHIPPED_DATA
+
+
+def _check_validation_split(cache) -> None:
+    """Refuse a data set too small to train on; say so when the validation split is empty."""
+    from ..train.batches import split_entries
+    from ..train.trainer import TrainConfig
+
+    fraction = TrainConfig.val_fraction
+    train_ids, val_ids = split_entries(cache, fraction)
+    if not train_ids:
+        raise InputError(f"all {len(cache.entries)} records fall in the validation split "
+                         f"({fraction:.0%} by a hash of their id): too little data to train on",
+                         field="--data")
+    if not val_ids:
+        typer.echo(f"warning: none of the {len(cache.entries)} training records falls in the "
+                   f"{fraction:.0%} validation split (chosen by a hash of each id), so 0 are kept "
+                   f"for validation: summary.json will hold no validation metrics. Training runs "
+                   f"its full step count either way (the trainer has no early stop). About "
+                   f"{round(1 / fraction)} records give one validation record.", err=True)
+    else:
+        typer.echo(f"validation split: {len(val_ids)} of {len(cache.entries)} records", err=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import os
 import shutil
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InputError
+from ..fileio import json_line
 from .target import HFTarget
 
 EMBEDDED = "embedded"
@@ -83,7 +83,7 @@ def converted_gguf(gguf: Path, quiet: bool = False) -> Path:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / _MARKER).write_text(json.dumps({"gguf": str(gguf), "size": stat.st_size}) + "\n")
+        (tmp / _MARKER).write_text(json_line({"gguf": str(gguf), "size": stat.st_size}))
         try:
             os.rename(tmp, out)
         except OSError:

@@ -12,13 +12,14 @@ and version, the target, the drafter (and a trained drafter's architecture) and 
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 from ..errors import InputError
+from ..fileio import json_text
 from ..hardware.measure import cpu_identity
 from ..hardware.profiler import ProfileGrid, Timing
 from .drafters.base import Drafter
@@ -44,7 +45,7 @@ def machine_key(target: Target, drafter: Drafter, gamma: int) -> dict:
 
 
 def curve_cache_path(key: dict) -> Path:
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json_text(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "curves" / f"decode-loop-{key['kind']}-g{key['gamma']}-{digest}.yaml"
 
 
@@ -85,3 +86,45 @@ def cached_local_curve(target: Target, drafter: Drafter, gamma: int, *, refresh:
     path.parent.mkdir(parents=True, exist_ok=True)
     prof.save(path)
     return prof
+
+
+def nondecreasing(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing least-squares fit of y (pool adjacent violators, equal weights)."""
+    blocks: list[list[float]] = []            # [mean, count]
+    for v in np.asarray(y, dtype=float):
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, c2 = blocks.pop()
+            m1, c1 = blocks.pop()
+            blocks.append([(m1 * c1 + m2 * c2) / (c1 + c2), c1 + c2])
+    return np.concatenate([np.full(int(c), m) for m, c in blocks])
+
+
+def verify_cost_curve(prof, source: str, repair: bool) -> tuple[object, list[str]]:
+    """The step curve the one-request scheduler reads, and what to tell the user: where it came
+    from and, when its step time falls as the verified tokens grow (a timing artefact of a
+    noisy machine, or a kernel that is faster at some widths), that it was replaced by its
+    non-decreasing least-squares fit (`repair`) or is read as measured."""
+    import dataclasses
+
+    from ..profiles.curve import Curve
+
+    lines = [f"verify-cost curve: {source}"]
+    curve = prof.step_curve
+    if curve is None:
+        return prof, lines
+    x, y = np.asarray(curve.x, dtype=float), np.asarray(curve.y, dtype=float)
+    drops = [(x[i], y[i], x[i + 1], y[i + 1]) for i in range(len(x) - 1) if y[i + 1] < y[i]]
+    if not drops:
+        return prof, lines
+    where = "; ".join(f"{a:g} tokens {1e3 * ya:.1f} ms > {b:g} tokens {1e3 * yb:.1f} ms"
+                      for a, ya, b, yb in drops)
+    if not repair:
+        lines.append(f"warning: the curve is not monotone in the verified tokens ({where}); read as "
+                     f"measured (--verify lagged is meant for such jagged curves)")
+        return prof, lines
+    fit = nondecreasing(y)
+    changed = ", ".join(f"{a:g}: {1e3 * b:.1f} -> {1e3 * c:.1f} ms" for a, b, c in zip(x, y, fit) if b != c)
+    lines.append(f"warning: the curve is not monotone in the verified tokens ({where}); the "
+                 f"scheduler reads its non-decreasing least-squares fit instead ({changed})")
+    return dataclasses.replace(prof, step_curve=Curve.of(x, fit)), lines

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from ..fileio import append_json_line, write_jsonl_atomic
 from ..profiles import AcceptanceProfile, EmpiricalRequest, TaskAcceptance
 from .drafters.base import Drafter
 from .prompts import Prompt, encode_prompt
@@ -112,17 +113,27 @@ def _read_checkpoint(path: Path, settings: Settings) -> list[Record]:
     return records
 
 
+def checkpoint_note(path: Path, settings: Settings) -> str | None:
+    """What an existing record file means for this run: resumed (same settings) or replaced
+    (other settings); None when there is none."""
+    if not path.is_file():
+        return None
+    done = _read_checkpoint(path, settings)
+    if done:
+        return f"resuming: {len(done)} prompts already measured in {path}"
+    lines = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return (f"note: {path} holds {max(lines - 1, 0)} records measured with other settings (or "
+            f"unreadable); they are replaced")
+
+
 def run_measurement(target: Target, drafter: Drafter, tasks: dict[str, list[Prompt]],
                     settings: Settings, checkpoint: Path,
                     on_record: Callable[[Record], None] | None = None) -> list[Record]:
     """Measure every prompt of every task, resuming from `checkpoint` and appending to it."""
     sampling = Sampling(settings.temperature, settings.top_k, settings.top_p)
     done = _read_checkpoint(checkpoint, settings)
-    checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    with open(checkpoint, "w", encoding="utf-8") as f:       # rewrite: drops a torn tail
-        f.write(json.dumps({"settings": asdict(settings)}) + "\n")
-        for rec in done:
-            f.write(json.dumps(asdict(rec)) + "\n")
+    # rewrite (drops a torn tail), then append one record per finished prompt
+    write_jsonl_atomic(checkpoint, [{"settings": asdict(settings)}] + [asdict(r) for r in done])
     seen = {(r.task, r.source) for r in done}
     records = list(done)
     for rec in done:
@@ -135,8 +146,7 @@ def run_measurement(target: Target, drafter: Drafter, tasks: dict[str, list[Prom
             continue
         rec = measure_prompt(target, drafter, prompt, index, settings, sampling)
         records.append(rec)
-        with open(checkpoint, "a", encoding="utf-8") as f:
-            f.write(json.dumps(asdict(rec)) + "\n")
+        append_json_line(checkpoint, asdict(rec))
         if on_record:
             on_record(rec)
     return records
@@ -154,6 +164,15 @@ def _warm_up(target: Target, drafter: Drafter, settings: Settings, sampling: Sam
                          sampling=sampling, generator=torch.Generator(device=target.device))
 
 
+def task_calibration(records: list[Record], gamma: int) -> dict[str, Any] | None:
+    """Calibration of the confidences the drafter reported on one task's records, per position
+    with sample counts and bootstrap intervals over requests (calibration/positions.py); None
+    when the drafter reported none."""
+    from ..calibration.positions import request_calibration
+
+    return request_calibration([(r.confidence, r.accepted, r.verified) for r in records], gamma)
+
+
 def build_profile(records: list[Record], settings: Settings, name: str,
                   default_task: str | None = None, extra: dict[str, Any] | None = None) -> AcceptanceProfile:
     """The empirical acceptance profile of the records: per task, per request, per step."""
@@ -169,7 +188,17 @@ def build_profile(records: list[Record], settings: Settings, name: str,
     if not tasks:
         raise ValueError("no prompt produced a verification step; nothing to profile")
     default = default_task if default_task in tasks else ("chat" if "chat" in tasks else next(iter(tasks)))
+    extra = dict(extra or {})
+    calibration = {}
+    for task in tasks:
+        cal = task_calibration([r for r in records if r.task == task], settings.gamma)
+        if cal is not None:
+            calibration[task] = {"headline": cal["headline"], "positions": cal["positions"]}
+    if calibration:
+        from ..calibration.positions import METRIC
+        extra["calibration"] = {"metric": METRIC, "temperature": settings.temperature,
+                                "tasks": calibration}
     return AcceptanceProfile(name=name, gamma=settings.gamma, tasks=tasks, default_task=default,
                              drafter_kind=settings.drafter_kind, drafter=settings.drafter,
                              target=settings.target, temperature=settings.temperature,
-                             extra=dict(extra or {}))
+                             extra=extra)

@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats
 
 from ..fileio import write_json_atomic, write_text_atomic
-from .measure import Record, Settings
+from .measure import Record, Settings, task_calibration
 
 
 def pooled_tau(accepted_sums: np.ndarray, steps: np.ndarray) -> float:
@@ -67,6 +67,9 @@ def task_summary(records: list[Record], gamma: int) -> dict[str, Any]:
     checked = [r.identical for r in records if r.identical is not None]
     if checked:
         out["identical_to_plain"] = f"{sum(checked)}/{len(checked)}"
+    calibration = task_calibration(records, gamma)
+    if calibration is not None:
+        out["calibration"] = calibration
     return out
 
 
@@ -123,6 +126,7 @@ def markdown(summary: dict[str, Any], command: str, environment: str) -> str:
               f"| task | {head} |", "|---|" + "---|" * gamma]
     for name, t in tasks.items():
         lines.append(f"| {name} | " + " | ".join(_fmt(v, 3) for v in t["position_accept_when_drafted"]) + " |")
+    lines += _calibration_markdown(tasks, gamma)
     head = " | ".join(str(k) for k in range(gamma + 1))
     lines += ["", "## Distribution of accepted runs", "",
               "Fraction of steps that accepted exactly n drafts.", "",
@@ -130,6 +134,30 @@ def markdown(summary: dict[str, Any], command: str, environment: str) -> str:
     for name, t in tasks.items():
         lines.append(f"| {name} | " + " | ".join(_fmt(v, 3) for v in t["run_distribution"]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _calibration_markdown(tasks: dict[str, Any], gamma: int) -> list[str]:
+    """The confidence calibration table (tasks whose drafter reported confidences)."""
+    from ..calibration.positions import METRIC, format_headline
+
+    rows = [(name, t["calibration"]) for name, t in tasks.items() if t.get("calibration")]
+    if not rows:
+        return []
+    head = " | ".join(f"k={k}" for k in range(1, gamma + 1))
+    lines = ["", "## Confidence calibration by position", "", METRIC, "",
+             "ECE in % [95% interval] (n):", "", f"| task | headline | {head} |",
+             "|---|---|" + "---|" * gamma]
+    for name, cal in rows:
+        cells = []
+        for r in cal["positions"]:
+            if r["ece"] is None:
+                cells.append("- (0)")
+                continue
+            ci = r["ece_ci95"]
+            band = f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else ""
+            cells.append(f"{100 * r['ece']:.1f}{band} ({r['n']})")
+        lines.append(f"| {name} | {format_headline(cal['headline'])} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(summary: dict[str, Any], stem: Path) -> list[Path]:

@@ -1,14 +1,13 @@
 """Acceptance profile (formats.md): how a drafter's drafts survive verification, per task."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..fileio import LineMap, read_json, write_text_atomic
+from ..fileio import LineMap, json_text, read_json, write_text_atomic
 from .validate import FieldChecker
 
 ACCEPTANCE_SCHEMA = "dspark-sim/acceptance/v1"
@@ -190,21 +189,21 @@ def dumps_profile(doc: dict[str, Any]) -> str:
     for i, (key, value) in enumerate(items):
         comma = "," if i < len(items) - 1 else ""
         if key != "tasks":
-            lines.append(f"  {json.dumps(key)}: {json.dumps(value)}{comma}")
+            lines.append(f"  {json_text(key)}: {json_text(value)}{comma}")
             continue
         lines.append('  "tasks": {')
         task_items = list(value.items())
         for j, (task, spec) in enumerate(task_items):
             tcomma = "," if j < len(task_items) - 1 else ""
             if spec.get("kind") != "empirical":
-                lines.append(f"    {json.dumps(task)}: {json.dumps(spec)}{tcomma}")
+                lines.append(f"    {json_text(task)}: {json_text(spec)}{tcomma}")
                 continue
             head = {k: v for k, v in spec.items() if k != "requests"}
-            head_text = json.dumps(head)[1:-1]
-            lines.append(f"    {json.dumps(task)}: {{{head_text}, \"requests\": [")
+            head_text = json_text(head)[1:-1]
+            lines.append(f"    {json_text(task)}: {{{head_text}, \"requests\": [")
             reqs = spec["requests"]
             for k, req in enumerate(reqs):
-                lines.append(f"      {json.dumps(req, separators=(',', ':'))}{',' if k < len(reqs) - 1 else ''}")
+                lines.append(f"      {json_text(req, separators=(',', ':'))}{',' if k < len(reqs) - 1 else ''}")
             lines.append(f"    ]}}{tcomma}")
         lines.append(f"  }}{comma}")
     lines.append("}")

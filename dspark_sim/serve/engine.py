@@ -153,9 +153,9 @@ def serve(trace: Trace, policy: str, target: HFTarget, drafter: Drafter, hw: Har
 
 def outputs_jsonl(result: ServeResult, ids) -> str:
     """One JSON line per request: id, generated ids, and per decode step (drafted, verified, accepted)."""
-    import json
+    from ..fileio import json_text
 
-    lines = [json.dumps({"id": str(i), "output_ids": out, "steps": [list(s) for s in steps]})
+    lines = [json_text({"id": str(i), "output_ids": out, "steps": [list(s) for s in steps]})
              for i, out, steps in zip(ids, result.outputs, result.steps)]
     return "\n".join(lines) + "\n"
 

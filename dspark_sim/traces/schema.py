@@ -1,7 +1,6 @@
 """Trace files (formats.md): JSON Lines, one request per line. Load with validation, write atomically."""
 from __future__ import annotations
 
-import json
 import math
 from array import array
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..fileio import atomic_path, decode_utf8, parse_json
+from ..fileio import atomic_path, decode_utf8, json_text, parse_json
 
 DEFAULT_TASK = "default"
 MAX_TOKENS = 10 ** 9        # longest prompt or output a trace may hold (docs/formats.md);
@@ -179,7 +178,7 @@ def _trace_lines(trace: Trace, lo: int, hi: int) -> str:
     for rid, arr, p, o, t in zip(trace.ids[lo:hi], trace.arrival_s[lo:hi].tolist(),
                                  trace.prompt_tokens[lo:hi].tolist(),
                                  trace.output_tokens[lo:hi].tolist(), trace.task[lo:hi]):
-        rows.append(json.dumps({"id": str(rid), "arrival_s": round(float(arr), 6),
+        rows.append(json_text({"id": str(rid), "arrival_s": round(float(arr), 6),
                                 "prompt_tokens": int(p), "output_tokens": int(o), "task": str(t)}))
     return "\n".join(rows) + "\n"
 

@@ -22,9 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from dspark_sim.errors import InputError
-from dspark_sim.fileio import write_json_atomic
-
-GSM8K_TRAIN = "../shared/prompts/gsm8k/train.jsonl"
+from dspark_sim.fileio import json_text, write_json_atomic
 
 
 def parse_pairs(spec: str) -> list[tuple[float, float]]:
@@ -76,7 +74,7 @@ def grid(args: argparse.Namespace) -> None:
             row[task] = round(pooled_tau(np.array(accepted), np.array(steps)), 4)
         row["macro"] = round(sum(row[t] for t in tasks) / len(tasks), 4)
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json_text(row), flush=True)
     best = max(rows, key=lambda r: r["macro"])
     result = {"checkpoint": str(args.checkpoint), "temperature": args.temperature,
               "prompts_per_task": args.n, "tokens": args.tokens, "gamma": args.gamma,
@@ -123,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--gamma", type=int, default=7, help="drafts per step, all verified")
     g.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     g.add_argument("--target", default="embedded", help="target model (default: the embedded one)")
-    g.add_argument("--gsm8k-train", default=GSM8K_TRAIN, help="GSM8K train JSONL (math prompts)")
+    g.add_argument("--gsm8k-train", default=None, help="GSM8K train JSONL (math prompts) "
+                   "[the held-out questions shipped in the package]")
     g.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     g.add_argument("--out", type=Path, help="write the grid and the best pair here (JSON)")
     s = sub.add_parser("set", help="copy a checkpoint with copy_bias written into its config")

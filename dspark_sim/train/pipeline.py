@@ -11,7 +11,9 @@ from typing import Any, Callable
 
 import torch
 
+from ..calibration.store import is_installed_package_path
 from ..decode.drafters.checkpoint import build_module, save_drafter
+from ..decode.loading import cache_root
 from ..decode.drafters.config import DrafterConfig
 from ..decode.drafters.frozen import target_fingerprint
 from ..errors import InputError
@@ -46,6 +48,9 @@ def training_records(data_dirs: list[Path]) -> list[DistillRecord]:
     return list(seen.values())
 
 
+SHIPPED_DISTILL_DIR = Path(__file__).resolve().parent.parent / "data" / "distill"
+
+
 def feature_cache(target: Any, data_dirs: list[Path], taps: list[int], *, max_len: int = 512,
                   cache_dir: Path | None = None,
                   on_progress: Callable[[int, int], None] | None = None) -> FeatureCache:
@@ -53,8 +58,11 @@ def feature_cache(target: Any, data_dirs: list[Path], taps: list[int], *, max_le
     fp = target_fingerprint(target.embed_tokens.weight)
     if cache_dir is None:
         first, name = Path(data_dirs[0]), f"features-{fp}-taps{'-'.join(map(str, taps))}"
-        # a shard directory holds its cache; a packed .npz gets one beside it
+        # a shard directory holds its cache; a packed .npz gets one beside it, or in the user's
+        # cache directory when it is inside the installed package (never written to)
         cache_dir = first.parent / f"{first.stem}.{name}" if first.is_file() else first / name
+        if is_installed_package_path(first):
+            cache_dir = cache_root() / "features" / f"{first.stem}.{name}"
     meta = cache_dir / "meta.json"
     if meta.is_file():
         m = json.loads(meta.read_text())
@@ -113,6 +121,26 @@ def new_drafter(kind: str, target: Any, cache: FeatureCache, *, seq_init: str = 
     return module
 
 
+def export_keeping_calibration(module: torch.nn.Module, export_dir: Path) -> str | None:
+    """Export the drafter into `export_dir` (fp16). A confidence calibration of the drafter that
+    was there (calibration/store.py; or `sts` of an older config.json) is kept when the weights
+    are unchanged and marked stale otherwise; returns what happened (None: there was none)."""
+    from ..calibration.store import mark_stale_after_export, weight_files, weights_digest
+
+    previous, legacy = None, None
+    if weight_files(export_dir):
+        previous = weights_digest(export_dir)
+    config = export_dir / "config.json"
+    if config.is_file():
+        try:
+            old = json.loads(config.read_text(encoding="utf-8"))
+            legacy = {k: old.get(k) for k in ("sts", "sts_copy")}
+        except (OSError, ValueError):
+            legacy = None
+    save_drafter(module, export_dir)
+    return mark_stale_after_export(export_dir, previous, legacy)
+
+
 def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run_dir: str | Path,
                   cfg: TrainConfig, *, resume: bool = True, export_dir: str | Path | None = None,
                   init_from: str | Path | None = None, prior_steps: int = 0,
@@ -138,7 +166,7 @@ def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run
     trainer.run()
     val = trainer.validate()
     export_dir = Path(export_dir) if export_dir else run_dir / "drafter"
-    save_drafter(module, export_dir)
+    calibration = export_keeping_calibration(module, export_dir)
     summary = {
         "kind": module.cfg.kind, "target": target.name, "steps": trainer.step,
         "init_from": trainer.init_from, "prior_steps": trainer.data_offset,
@@ -150,6 +178,7 @@ def train_drafter(module: torch.nn.Module, target: Any, cache: FeatureCache, run
         "parameters": sum(p.numel() for p in module.parameters()),
         "seq_init": getattr(module, "seq_init", None),
         "checkpoint": str(export_dir),
+        "calibration": calibration,
     }
     write_json_atomic(run_dir / "summary.json", summary)
     return summary

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -35,17 +36,65 @@ def read_prompt_jsonl(path: str | Path, task: str | None = None) -> list[TrainPr
     return out
 
 
-def _math_pool(gsm8k_train: str | Path, seed: int) -> tuple[list[TrainPrompt], np.ndarray,
-                                                             np.random.Generator]:
-    """GSM8K train rows, their seeded permutation, and the generator that then fills chat
-    templates (training and held-out sets draw from these same pools)."""
-    rows = read_prompt_jsonl(gsm8k_train, task="math")
+# The GSM8K *train* questions the defaults use, shipped with the package (GSM8K is MIT-licensed;
+# GSM8K-LICENSE beside it): with seed 0 the first GSM8K_SUBSET_TRAIN questions of the seeded
+# permutation (distill's default mix takes 1,200) and the last GSM8K_SUBSET_HELDOUT (calibrate's
+# held-out prompts), each with its line index in the full train.jsonl
+# (scripts/ship_gsm8k_subset.py). None of them is a GSM8K *test* question, which the shipped
+# acceptance profiles measure.
+GSM8K_SUBSET = Path(__file__).resolve().parent.parent / "data" / "prompts" / "gsm8k-train-subset.jsonl"
+GSM8K_SUBSET_TRAIN = 1200
+GSM8K_SUBSET_HELDOUT = 100
+
+
+def _read_subset(path: Path) -> tuple[dict[int, str], int]:
+    """The shipped subset: question text by train.jsonl line index, and the full file's rows."""
+    from ..traces.schema import iter_json_lines
+
+    questions, total = {}, 0
+    for _lineno, row in iter_json_lines(path, "GSM8K subset"):
+        questions[int(row["index"])] = str(row["question"])
+        total = int(row["of"])
+    if not questions:
+        raise InputError("no questions", file=path)
+    return questions, total
+
+
+class _MathPool:
+    """GSM8K train questions by their line index in train.jsonl: a full file, or the shipped
+    subset (which holds only the indices the seed-0 defaults draw)."""
+
+    def __init__(self, gsm8k_train: str | Path | None) -> None:
+        if gsm8k_train is None:
+            self.path = GSM8K_SUBSET
+            self.questions, self.total = _read_subset(GSM8K_SUBSET)
+            self.subset = True
+        else:
+            self.path = Path(gsm8k_train)
+            rows = read_prompt_jsonl(gsm8k_train, task="math")
+            self.questions, self.total = {i: r.text for i, r in enumerate(rows)}, len(rows)
+            self.subset = False
+
+    def prompts(self, idx) -> list[TrainPrompt]:
+        missing = [int(i) for i in idx if int(i) not in self.questions]
+        if missing:
+            raise InputError(f"the shipped GSM8K train subset holds only the questions of the "
+                             f"default settings (seed 0: {GSM8K_SUBSET_TRAIN} training and "
+                             f"{GSM8K_SUBSET_HELDOUT} held-out questions); {len(missing)} asked for "
+                             f"are not in it: pass the full train.jsonl with --gsm8k-train",
+                             file=self.path, field="--gsm8k-train")
+        return [TrainPrompt(id=f"gsm8k-train-{int(i)}", task="math", text=self.questions[int(i)])
+                for i in idx]
+
+
+def _math_pool(gsm8k_train: str | Path | None, seed: int) -> tuple[_MathPool, np.ndarray,
+                                                                    np.random.Generator]:
+    """GSM8K train questions (None: the shipped subset), their seeded permutation, and the
+    generator that then fills chat templates (training and held-out sets draw from these same
+    pools)."""
+    pool = _MathPool(gsm8k_train)
     rng = np.random.default_rng(seed)
-    return rows, rng.permutation(len(rows)), rng
-
-
-def _math_prompts(rows: list[TrainPrompt], idx) -> list[TrainPrompt]:
-    return [TrainPrompt(id=f"gsm8k-train-{i}", task="math", text=rows[i].text) for i in idx]
+    return pool, rng.permutation(pool.total), rng
 
 
 # --- code: HumanEval-style signatures + docstrings, and plain requests, from templates ------
@@ -256,22 +305,24 @@ def is_heldout(prompt_id: str, fraction: float = 0.15) -> bool:
     return prompt_id.startswith(("code-tpl-", "chat-tpl-")) and h < fraction
 
 
-def default_training_prompts(gsm8k_train: str | Path, n_math: int, n_chat: int,
+def default_training_prompts(gsm8k_train: str | Path | None, n_math: int, n_chat: int,
                              seed: int) -> list[TrainPrompt]:
-    """The embedded mix: the first `n_math` questions of a seeded GSM8K *train* permutation,
-    the code templates and `n_chat` chat templates, without the held-out prompts."""
-    rows, perm, rng = _math_pool(gsm8k_train, seed)
-    prompts = _math_prompts(rows, sorted(perm[:n_math]))
+    """The embedded mix: the first `n_math` questions of a seeded GSM8K *train* permutation
+    (`gsm8k_train` None: from the shipped subset), the code templates and `n_chat` chat
+    templates, without the held-out prompts."""
+    pool, perm, rng = _math_pool(gsm8k_train, seed)
+    prompts = pool.prompts(sorted(perm[:n_math]))
     prompts += code_prompts() + chat_prompts(rng, n_chat)
     return [p for p in prompts if not is_heldout(p.id)]
 
 
-def heldout_prompts(gsm8k_train: str | Path, n_per_task: int, seed: int,
+def heldout_prompts(gsm8k_train: str | Path | None, n_per_task: int, seed: int,
                     chat_pool: int = 2000) -> list[TrainPrompt]:
     """Calibration prompts never trained on: GSM8K train questions from the far end of the
-    training permutation, and held-out code and chat templates."""
-    rows, perm, rng = _math_pool(gsm8k_train, seed)
-    math = _math_prompts(rows, perm[::-1][:n_per_task])
+    training permutation (`gsm8k_train` None: from the shipped subset), and held-out code and
+    chat templates."""
+    pool, perm, rng = _math_pool(gsm8k_train, seed)
+    math = pool.prompts(perm[::-1][:n_per_task])
     code = [p for p in code_prompts() if is_heldout(p.id)][:n_per_task]
     chat = [p for p in chat_prompts(rng, chat_pool) if is_heldout(p.id)][:n_per_task]
     return math + code + chat

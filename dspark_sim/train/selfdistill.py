@@ -9,7 +9,6 @@ place of the shard directory, so retraining never has to re-run the target.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..errors import InputError
-from ..fileio import write_text_atomic
+from ..fileio import write_jsonl_atomic
 from ..traces.schema import iter_json_lines
 from .prompts import TrainPrompt
 
@@ -138,9 +137,9 @@ def _record(row: dict, shard: Path, lineno: int) -> DistillRecord:
 def _write_shard(out_dir: Path, no: int, records: list[DistillRecord]) -> None:
     """Shard `no` of `out_dir`, written atomically: one JSON line per record (the inverse of
     `_record`)."""
-    lines = [json.dumps({"id": r.id, "task": r.task, "temperature": r.temperature,
-                         "prompt_ids": r.prompt_ids, "response_ids": r.response_ids}) for r in records]
-    write_text_atomic(out_dir / f"shard-{no:05d}.jsonl", "\n".join(lines) + "\n")
+    write_jsonl_atomic(out_dir / f"shard-{no:05d}.jsonl",
+                       ({"id": r.id, "task": r.task, "temperature": r.temperature,
+                         "prompt_ids": r.prompt_ids, "response_ids": r.response_ids} for r in records))
 
 
 def seed_from_pack(pack: str | Path, out_dir: str | Path, chunk: int = 32) -> int:

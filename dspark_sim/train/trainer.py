@@ -7,7 +7,6 @@ fixes it directly. On a GPU the forward/backward runs under bf16 autocast.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,7 +16,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..fileio import atomic_path
+from ..fileio import append_json_line, atomic_path
 from .batches import epoch_rows, make_batch, split_entries
 from .featcache import FeatureCache
 from .objectives import LossWeights, compute_loss
@@ -256,8 +255,7 @@ class Trainer:
 
     def _log(self, metrics: dict) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"step": self.step, "elapsed_s": round(self.elapsed, 2), **metrics}) + "\n")
+        append_json_line(self.log_path, {"step": self.step, "elapsed_s": round(self.elapsed, 2), **metrics})
 
     def run(self) -> dict:
         """Train until the step budget is spent, checkpointing every few minutes."""

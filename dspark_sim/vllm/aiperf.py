@@ -14,7 +14,6 @@ minus schedule) is kept per request.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -25,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..fileio import write_text_atomic
+from ..fileio import json_text, write_text_atomic
 from ..traces.schema import Trace, iter_json_lines
 from .runtime import EngineError
 
@@ -41,7 +40,7 @@ def mooncake_lines(trace: Trace, prompts: list[list[int]], model: str) -> str:
         body = {"model": model, "prompt": prompts[i], "max_tokens": out, "min_tokens": out,
                 "ignore_eos": True, "temperature": 0.0, "stream": True,
                 "stream_options": {"include_usage": True}}
-        lines.append(json.dumps({"timestamp": round((float(trace.arrival_s[i]) - start) * 1e3, 3),
+        lines.append(json_text({"timestamp": round((float(trace.arrival_s[i]) - start) * 1e3, 3),
                                  "session_id": str(trace.ids[i]), "payload": body}))
     return "\n".join(lines) + "\n"
 

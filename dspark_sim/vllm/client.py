@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlparse
 
+from ..fileio import json_text
+
 
 @dataclass
 class Sent:
@@ -58,7 +60,7 @@ def check_loopback(url: str) -> tuple[str, int]:
 def _post_stream(host: str, port: int, body: dict, rec: Sent, t0: float, timeout_s: float) -> None:
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
-        payload = json.dumps(body).encode()
+        payload = json_text(body).encode()
         rec.sent_s = time.perf_counter() - t0
         conn.request("POST", "/v1/completions", payload, {"Content-Type": "application/json"})
         resp = conn.getresponse()

@@ -8,12 +8,11 @@ usage chunk (`usage` and `metrics.speculative_decoding`, detailed per step) is o
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
 from ..decode.prompts import Prompt, encode_prompt
-from ..fileio import write_text_atomic
+from ..fileio import write_jsonl_atomic
 from .client import run_schedule
 from .runtime import EngineError
 from .settings import ServerLimits, server_spec
@@ -40,7 +39,7 @@ def measure_records(url: str, model: str, tokenizer: Any, tasks: dict[str, list[
                     "usage": {"prompt_tokens": rec.reported_prompt_tokens,
                               "completion_tokens": rec.completion_tokens},
                     "metrics": {"speculative_decoding": rec.spec}})
-    write_text_atomic(records_path, "".join(json.dumps(r) + "\n" for r in out))
+    write_jsonl_atomic(records_path, out)
     return out
 
 

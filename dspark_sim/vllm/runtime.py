@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import EngineError, InputError
+from ..fileio import json_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_ENV = "DSPARK_SIM_VLLM_PYTHON"
@@ -206,7 +207,7 @@ class ServerSpec:
         if self.eager:
             a.append("--enforce-eager")
         if self.speculative:
-            a += ["--speculative-config", json.dumps(self.speculative)]
+            a += ["--speculative-config", json_text(self.speculative)]
             if self.per_request_metrics:
                 a += ["--per-request-spec-decode-metrics", "detailed"]
         if self.max_num_seqs:

@@ -9,6 +9,7 @@ import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from tests.strict_json import register_input
 
 INPUT_PLACEHOLDER = "{d}"
 
@@ -69,6 +70,7 @@ def write_inputs(case: Case, folder: Path) -> set[Path]:
             path.write_bytes(content)
         else:
             path.write_text(content, encoding="utf-8")
+        register_input(path)                   # bad input on purpose (tests/strict_json.py)
         made.add(path)
     return made
 

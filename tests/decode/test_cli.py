@@ -7,6 +7,7 @@ import pytest
 from toys import save_tiny_model
 
 from dspark_sim.cli import main
+from tests.strict_json import register_input
 from dspark_sim.profiles import AcceptanceProfile
 
 
@@ -90,6 +91,7 @@ def test_missing_drafter_and_malformed_prompt_file(model_dir, tmp_path, capsys):
     assert "unknown drafter" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "fine"}\n{"prompt": \n')
+    register_input(bad)                        # bad input on purpose (tests/strict_json.py)
     assert main(["measure", "--out", str(tmp_path / "o.acceptance.json"), "--target", model_dir,
                  "--tasks", f"math={bad}"]) == 2
     assert f"error: {bad}:2: not valid JSON" in capsys.readouterr().err

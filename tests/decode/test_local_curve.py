@@ -59,3 +59,37 @@ def test_cpu_identity_reads_the_vector_isa():
     assert cpu["cpu"] and set(cpu["isa"]) <= {"avx2", "avx512f", "avx512_bf16", "avx512_vnni",
                                              "amx_tile", "asimd", "sve"}
     assert cpu["cpu"] in describe_device("cpu")
+
+
+def test_a_cached_curve_that_is_not_monotone_is_repaired_and_the_source_named(loop, capsys):
+    """A cached curve whose step time falls as the verified tokens grow (what a noisy timing
+    can leave in the cache): `generate --verify scheduled` names the cache file it read and
+    reads the curve's non-decreasing least-squares fit, saying which points moved; `--verify
+    lagged` (meant for jagged curves) reads it as measured and says so."""
+    import numpy as np
+    import yaml
+
+    from dspark_sim.cli.decode_cmd import _this_machine_curve
+    from dspark_sim.decode.local_curve import nondecreasing, verify_cost_curve
+
+    target, drafter = loop
+    prof, source = _this_machine_curve(target, drafter, 2, refresh=False)
+    assert source.startswith("this machine's decode loop, measured now (cached in ")
+    path = source.split("cached in ")[1].rstrip(")")
+    doc = yaml.safe_load(open(path))
+    doc["step_time"]["seconds"] = [0.040, 0.063, 0.059]          # 3 tokens cheaper than 2
+    with open(path, "w") as fh:
+        yaml.safe_dump(doc, fh, sort_keys=False)
+    prof, source = _this_machine_curve(target, drafter, 2, refresh=False)
+    assert source == f"this machine's decode loop, cached in {path}"
+    fixed, lines = verify_cost_curve(prof, source, repair=True)
+    assert lines[0] == f"verify-cost curve: {source}"
+    assert "not monotone in the verified tokens (2 tokens 63.0 ms > 3 tokens 59.0 ms)" in lines[1]
+    assert "2: 63.0 -> 61.0 ms, 3: 59.0 -> 61.0 ms" in lines[1]
+    assert np.allclose(fixed.step_curve.y, [0.040, 0.061, 0.061])
+    assert prof.step_curve.y.tolist() == [0.040, 0.063, 0.059]        # the cache is untouched
+    kept, lines = verify_cost_curve(prof, source, repair=False)
+    assert kept is prof and "read as measured" in lines[1]
+    ok, lines = verify_cost_curve(fixed, source, repair=True)
+    assert ok is fixed and lines == [f"verify-cost curve: {source}"]
+    assert nondecreasing(np.array([3.0, 1.0, 2.0, 5.0, 4.0])).tolist() == [2.0, 2.0, 2.0, 4.5, 4.5]

@@ -10,6 +10,7 @@ from dspark_sim.decode.prompts import (BUILTIN_TASKS, builtin_prompts, encode_pr
                                        parse_tasks)
 from dspark_sim.errors import InputError
 from tests.shared_data import SHARED, needs_shared
+from tests.strict_json import register_input
 
 PROMPTS = SHARED / "prompts"
 
@@ -57,6 +58,7 @@ def test_parse_tasks_mixes_files_builtins_and_task_rows(tmp_path):
 def test_malformed_prompt_files_name_file_and_line(tmp_path, text, line, msg):
     f = tmp_path / "p.jsonl"
     f.write_text(text)
+    register_input(f)                          # bad input on purpose (tests/strict_json.py)
     with pytest.raises(InputError, match=msg) as err:
         load_prompts(f)
     assert err.value.line == line and str(err.value).startswith(f"{f}:{line}: ")

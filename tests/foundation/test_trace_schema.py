@@ -1,5 +1,6 @@
 """Trace JSONL loading: valid files load, every violation names FILE:LINE and the field."""
 import pytest
+from tests.strict_json import register_input
 
 from dspark_sim.errors import InputError
 from dspark_sim.traces import load_trace, write_trace
@@ -35,6 +36,7 @@ def test_load_and_write_round_trip(tmp_path):
 def test_bad_lines(tmp_path, line2, field):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "a", "arrival_s": 0.5, "prompt_tokens": 10, "output_tokens": 5}\n' + line2 + "\n")
+    register_input(path)
     with pytest.raises(InputError) as err:
         load_trace(path)
     assert err.value.line == 2 and err.value.field == field

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from tests.strict_json import register_input
 from simkit import make_trace, parametric, table_hw
 
 from dspark_sim.errors import InputError
@@ -128,6 +129,7 @@ def test_batch_schedule_follows_the_previous_steps_batch():
 
 def test_malformed_schedules_name_the_line_and_field(tmp_path):
     path = tmp_path / "s.json"
+    register_input(path)                       # bad input on purpose (tests/strict_json.py)
     path.write_text('[\n  [1, 4, 3],\n  [3, 9, 1]\n]\n')
     with pytest.raises(InputError) as err:
         parse_schedule(str(path), 4)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import torch
 
 from dspark_sim.cli import main
+from tests.strict_json import register_input
 
 
 def _prompt_file(path, n, seed):
@@ -105,20 +107,36 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
                  "--gamma", "4", "--max-new-tokens", "24", "--compare-ar", *tgt]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["identical"] and len(out["output_ids"]) >= 1
-    # the one-request scheduler on the shipped CPU curve verifies fewer drafts, losslessly
+    # the one-request scheduler on a shipped CPU curve verifies fewer drafts, losslessly, and
+    # says which curve it read
+    assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",
+                 "--gamma", "4", "--max-new-tokens", "24", "--compare-ar", "--verify", "scheduled",
+                 "--hw", "cpu-1thread-smollm2-135m-decode-loop", *tgt]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["identical"] and out["verify"] == "scheduled" and 0 <= out["mean_verified"] < 4
+    assert "verify-cost curve: hardware profile cpu-1thread-smollm2-135m-decode-loop (" in captured.err
+    assert "not monotone" not in captured.err
+    # a curve whose step time falls with more verified tokens (2 tokens 88.5 ms, 4 tokens 82.0
+    # ms) is replaced by its non-decreasing fit, and the command says so
     assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",
                  "--gamma", "4", "--max-new-tokens", "24", "--compare-ar", "--verify", "scheduled",
                  "--hw", "cpu-2core-smollm2-135m", *tgt]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["identical"] and out["verify"] == "scheduled" and 0 <= out["mean_verified"] < 4
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["identical"]
+    assert "warning: the curve is not monotone in the verified tokens (2 tokens 88.5 ms > 4 tokens " \
+           "82.0 ms)" in captured.err and "2: 88.5 -> 85.3 ms, 4: 82.0 -> 85.3 ms" in captured.err
     # by default the scheduler reads this machine's curve: timed once, then from the cache
     scheduled = ["generate", "--drafter", str(run / "drafter"), "--prompt", "w1 w2 w3", "--json",
                  "--gamma", "4", "--max-new-tokens", "16", "--verify", "scheduled", *tgt]
     assert main(scheduled) == 0
-    assert "timing this machine's decode-loop step curve" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "timing this machine's decode-loop step curve" in err
+    assert "verify-cost curve: this machine's decode loop, measured now (cached in " in err
     assert len(list((tmp_path / "cache" / "curves").glob("decode-loop-dspark-g4-*.yaml"))) == 1
     assert main(scheduled) == 0
-    assert "timing" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "timing" not in err and "verify-cost curve: this machine's decode loop, cached in " in err
     assert main(["generate", "--drafter", str(run / "drafter"), "--prompt", "w1", "--verify", "some",
                  *tgt]) == 2
 
@@ -127,9 +145,34 @@ def test_distill_train_generate_calibrate(tiny_model_dir, tmp_path, capsys, monk
                  "--max-new-tokens", "64", "--report", str(tmp_path / "cal"), *tgt]) == 0
     cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     assert len(cal["temperatures"]) == 4 and (tmp_path / "cal" / "reliability.png").is_file()
-    cfg = json.loads((run / "drafter" / "config.json").read_text())
-    assert cfg["sts"]["0.0"] == [round(t, 5) for t in cal["temperatures"]]
+    stored = json.loads((run / "drafter" / "calibration.sts.json").read_text())
+    assert stored["sts"]["0.0"] == [round(t, 5) for t in cal["temperatures"]]
+    assert json.loads((run / "drafter" / "config.json").read_text())["sts"] == {}   # never edited
     assert [f["position"] for f in cal["fit"]] == [1, 2, 3, 4]
+    # train again into the same --out: a resumed finished run exports the same weights and keeps
+    # the calibration; a fresh run with other weights marks it stale and says what to run
+    capsys.readouterr()
+    again = ["train", "--drafter", "dspark", "--data", str(tmp_path / "data"), "--out", str(run),
+             "--steps", "8", "--gamma", "4", "--draft-vocab", "64", "--seq-rank", "8",
+             "--row-len", "128", "--anchors", "16", "--lr", "3e-3", *tgt]
+    assert main(again) == 0
+    err = capsys.readouterr().err
+    assert "kept the confidence calibration" in err and "holds an exported drafter; this run replaces it" in err
+    from dspark_sim.decode.drafters import make_drafter
+    from dspark_sim.decode.loading import load_target
+    tiny = load_target(str(tiny_model_dir), "cpu")
+    assert make_drafter(str(run / "drafter"), tiny).cfg.sts["0.0"] == stored["sts"]["0.0"]
+    assert main([*again, "--fresh", "--seed", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "is now stale" in err and f"dspark-sim calibrate --drafter {run / 'drafter'} --temperature 0.0" in err
+    from dspark_sim.calibration.store import StaleCalibration
+    with pytest.warns(StaleCalibration, match="stale"):
+        assert make_drafter(str(run / "drafter"), tiny).cfg.sts == {}
+    assert main(["calibrate", "--drafter", str(run / "drafter"), "--prompts", str(held), "--gamma", "4",
+                 "--max-new-tokens", "64", "--report", str(tmp_path / "cal"), *tgt]) == 0
+    assert "note: replacing" in capsys.readouterr().err          # the report of the earlier run
+    assert "stale" not in json.loads((run / "drafter" / "calibration.sts.json").read_text())
+    cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     # the saved rollouts refit to the same temperatures without decoding
     assert main(["calibrate", "--drafter", str(run / "drafter"), "--rollouts",
                  str(tmp_path / "cal" / "rollouts.npz"), "--report", str(tmp_path / "refit"),
@@ -181,6 +224,7 @@ def test_bad_inputs_exit_2(tiny_model_dir, tmp_path, capsys):
                  str(tmp_path / "r"), "--steps", "1", *tgt]) == 2
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "w1"}\n{not json\n')
+    register_input(bad)
     assert main(["distill", "--out", str(tmp_path / "d"), "--prompts", str(bad), "--no-builtin", *tgt]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:2" in err and "Traceback" not in err

@@ -171,6 +171,13 @@ def test_set_writes_the_slots(trained, tmp_path):
 def test_calibrate_cli_stores_and_clears_the_copy_calibration(trained, tmp_path, capsys):
     from dspark_sim.cli import main
     from dspark_sim.decode.drafters.checkpoint import read_config, save_drafter
+    from dspark_sim.decode.drafters.trained import apply_calibration_file
+
+    def stored(path):
+        """The config as the drafter is loaded: config.json and the calibration file beside it."""
+        cfg = read_config(path)
+        apply_calibration_file(cfg, path)
+        return cfg
 
     ckpt = tmp_path / "ckpt"
     save_drafter(trained["dspark"][0], ckpt)
@@ -181,9 +188,10 @@ def test_calibrate_cli_stores_and_clears_the_copy_calibration(trained, tmp_path,
     assert main([*common, "--report", str(tmp_path / "with")]) == 0
     assert "copied slots (Tc, d)" in capsys.readouterr().out
     cal = json.loads((tmp_path / "with" / "calibration.json").read_text())
-    cfg = read_config(ckpt)
+    cfg = stored(ckpt)
+    assert json.loads((ckpt / "config.json").read_text())["sts"] == {}    # config.json untouched
     assert cfg.sts_copy["0.0"] == [[round(t, 5), round(d, 5)] for t, d in cal["copy_calibration"]]
-    assert abs(cal["copy_calibration"][0][1] - 2.0) < 0.6 and cal["mean_ece_sts"] < cal["mean_ece_raw"]
+    assert abs(cal["copy_calibration"][0][1] - 2.0) < 0.6 and cal["headline"]["sts"]["ece"] < cal["headline"]["raw"]["ece"]
     # temperatures alone: no copy calibration reported, and a stored refit leaves none behind
     assert main([*common, "--no-copy-calibration", "--report", str(tmp_path / "without")]) == 0
     assert "copied slots" not in capsys.readouterr().out
@@ -191,8 +199,8 @@ def test_calibrate_cli_stores_and_clears_the_copy_calibration(trained, tmp_path,
     assert [t for t, _ in without["copy_calibration"]] == without["temperatures"]
     assert not any(d for _, d in without["copy_calibration"])
     assert without["copied_share_fit"] == cal["copied_share_fit"] > 0.3
-    assert without["mean_ece_sts"] > cal["mean_ece_sts"]
-    assert "0.0" not in read_config(ckpt).sts_copy
+    assert without["headline"]["sts"]["ece"] > cal["headline"]["sts"]["ece"]
+    assert "0.0" not in stored(ckpt).sts_copy
 
 
 def test_scheduled_sampling_with_copy_calibration_is_distribution_exact(small_vocab_target):

@@ -83,3 +83,16 @@ def test_calibration_table_names_its_held_out_set_and_each_fit_rule(tmp_path):
     (tmp_path / "calibration-t1" / "calibration.json").write_text(json.dumps(cal))
     text = "\n".join(drafters_table.calibration_table(tmp_path))
     assert "(even requests)" in text and "| fit-half positives |" in text
+
+
+def test_calibration_table_reads_the_sample_weighted_headline(tmp_path):
+    rows = [{"ece": 0.05, "n": 900, "auroc": 0.8, "brier": 0.1, "accept_rate": 0.3},
+            {"ece": None, "n": 0, "auroc": None, "brier": None, "accept_rate": None}]
+    head = {"ece": 0.05, "n": 900}
+    cal = {"temperatures": [0.9, 1.0], "fit_steps": 500, "heldout_steps": 900, "raw": rows, "sts": rows,
+           "headline": {"raw": head, "sts": head}}
+    (tmp_path / "calibration-t0").mkdir()
+    (tmp_path / "calibration-t0" / "calibration.json").write_text(json.dumps(cal))
+    text = "\n".join(drafters_table.calibration_table(tmp_path))
+    assert "ECE weighted by the steps reaching each position 5.00% raw -> 5.00% after STS" in text
+    assert "| ECE STS | 5.0% | - |" in text and "| n (steps reaching k) | 900 | 0 |" in text

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.strict_json import register_input
 
 from dspark_sim.errors import InputError
 from dspark_sim.traces.schema import Trace
@@ -113,6 +114,7 @@ def test_a_record_of_an_unknown_request_is_refused(tmp_path):
     rec = json.loads((DATA / "aiperf-export-3.jsonl").read_text().splitlines()[0])
     rec["metadata"]["conversation_id"] = "zzz"
     bad.write_text(json.dumps(rec) + "\n{truncated")
+    register_input(bad)
     with pytest.raises(InputError) as err:
         read_export(bad, _trace(["a"], [0.0], [3]))
     assert "export.jsonl:1" in str(err.value) and "conversation_id" in str(err.value)

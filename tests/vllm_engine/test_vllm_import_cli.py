@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.strict_json import register_input
 
 from dspark_sim.cli import main
 from dspark_sim.profiles import AcceptanceProfile
@@ -144,6 +145,7 @@ def test_bad_input_exits_2_names_file_line_field_writes_nothing(tmp_path, capsys
     name, make, line, field = CORPUS[case]
     src = tmp_path / name
     src.write_text(make())
+    register_input(src)                        # bad input on purpose (tests/strict_json.py)
     out = tmp_path / "out.acceptance.json"
     assert run(src, "--out", out) == 2
     err = capsys.readouterr().err

@@ -59,6 +59,7 @@ class Drafter:
     name: str = "drafter"
     kind: str = "drafter"            # `drafter_kind` of acceptance profiles / hw draft_time
     taps: tuple[int, ...] = ()       # target layers whose outputs the drafter reads (-1 = top)
+    has_confidence: bool = False     # drafts carry confidences c_k (Draft.confidence)
 
     def begin(self, ctx: Context) -> None:
         """Start a new request (the context holds the prompt and the first generated token)."""
@@ -99,6 +100,22 @@ _CHECKPOINT_LOADERS: dict[str, Callable[[Path, Target], Drafter]] = {}
 _CHECKPOINT_CHECKS: dict[str, Callable[[Path], object]] = {}
 
 
+@dataclass(frozen=True)
+class CheckpointFormat:
+    """A checkpoint layout of another project, recognised from its config.json (which has no
+    `kind`): `matches(config)` says whether a parsed config is one, `loader(path, target)` builds
+    the drafter, `check(path)` validates it without a target."""
+
+    name: str
+    description: str
+    matches: Callable[[dict], bool]
+    loader: Callable[[Path, Target], Drafter]
+    check: Callable[[Path], object] | None = None
+
+
+_CHECKPOINT_FORMATS: dict[str, CheckpointFormat] = {}
+
+
 def register_drafter(name: str, factory: Callable[[Target], Drafter], help: str) -> None:
     """Offer a drafter as `--drafter NAME`."""
     _REGISTRY[name] = DrafterEntry(name, factory, help)
@@ -111,6 +128,17 @@ def register_checkpoint_kind(kind: str, loader: Callable[[Path, Target], Drafter
     _CHECKPOINT_LOADERS[kind] = loader
     if check is not None:
         _CHECKPOINT_CHECKS[kind] = check
+
+
+def register_checkpoint_format(fmt: CheckpointFormat) -> None:
+    """Let `--drafter PATH` load checkpoints of another project's layout (`fmt.matches`)."""
+    _CHECKPOINT_FORMATS[fmt.name] = fmt
+
+
+def known_formats() -> str:
+    """The checkpoint formats `--drafter PATH` loads, for error messages."""
+    kinds = f"dspark-sim drafters (config.json with \"kind\": {', '.join(_CHECKPOINT_LOADERS) or 'none'})"
+    return "; ".join([kinds] + [f.description for f in _CHECKPOINT_FORMATS.values()])
 
 
 def drafter_names() -> list[str]:
@@ -128,6 +156,8 @@ def make_drafter(name_or_path: str, target: Target) -> Drafter:
     if name_or_path in _REGISTRY:
         return _REGISTRY[name_or_path].factory(target)
     path, kind = _checkpoint_kind(name_or_path)
+    if kind in _CHECKPOINT_FORMATS:
+        return _CHECKPOINT_FORMATS[kind].loader(path, target)
     return _CHECKPOINT_LOADERS[kind](path, target)
 
 
@@ -137,12 +167,16 @@ def check_drafter(name_or_path: str) -> None:
     if name_or_path in _REGISTRY:
         return
     path, kind = _checkpoint_kind(name_or_path)
-    if kind in _CHECKPOINT_CHECKS:
+    if kind in _CHECKPOINT_FORMATS:
+        if _CHECKPOINT_FORMATS[kind].check is not None:
+            _CHECKPOINT_FORMATS[kind].check(path)
+    elif kind in _CHECKPOINT_CHECKS:
         _CHECKPOINT_CHECKS[kind](path)
 
 
 def _checkpoint_kind(name_or_path: str) -> tuple[Path, str]:
-    """The checkpoint path and the `kind` its config.json names (a known one)."""
+    """The checkpoint path and the `kind` its config.json names (a known one), or the name of
+    the other project's format it is in; anything else is refused naming the known formats."""
     from ...fileio import read_json
     from ...profiles.validate import FieldChecker
 
@@ -156,8 +190,16 @@ def _checkpoint_kind(name_or_path: str) -> tuple[Path, str]:
                          field="--drafter")
     data, lines = read_json(config)
     check = FieldChecker(config, lines)
-    kind = check.string(check.require(check.mapping(data, "(document)"), "kind"), "kind")
+    data = check.mapping(data, "(document)")
+    if "kind" not in data:
+        for fmt in _CHECKPOINT_FORMATS.values():
+            if fmt.matches(data):
+                return path, fmt.name
+        arch = data.get("architectures")
+        raise check.fail("kind", f"not a checkpoint format this product knows (architectures "
+                         f"{arch!r}); it loads: {known_formats()}")
+    kind = check.string(data["kind"], "kind")
     if kind not in _CHECKPOINT_LOADERS:
-        raise check.fail("kind", f"checkpoint kind {kind!r} is not known (known: "
-                         f"{', '.join(_CHECKPOINT_LOADERS) or 'none'})")
+        raise check.fail("kind", f"checkpoint kind {kind!r} is not known; the product loads: "
+                         f"{known_formats()}")
     return path, kind

@@ -85,7 +85,7 @@ def config_from_dict(data: Any, file: str | Path | None = None,
         elif name in _CHOICES:
             if value not in _CHOICES[name] or not isinstance(value, str):
                 raise check.fail(name, f"must be one of {', '.join(_CHOICES[name])}, got {value!r}")
-        elif name == "confidence":
+        elif name in ("confidence", "draft_confidence"):
             if not isinstance(value, bool):
                 raise check.fail(name, f"expected true or false, got {value!r}")
         elif name == "taps":

@@ -55,6 +55,10 @@ class DrafterConfig:
     # Draft slots the copy bias applies to: 0 = every slot; 1 = the first only, which reads
     # committed tokens alone and so keeps a block drafter parallel (one pass, no slot loop).
     copy_slots: int = 0
+    # Confidence of a drafter without a confidence head: the draft's own probability of each
+    # drafted token (EAGLE-2's observation: it tracks the acceptance rate), calibrated like a
+    # head's by STS. Set for published EAGLE-3 checkpoints (eagle3_published.py).
+    draft_confidence: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -70,7 +74,7 @@ class DrafterConfig:
 
     @property
     def has_confidence(self) -> bool:
-        return self.kind == "dspark" and self.confidence
+        return (self.kind == "dspark" and self.confidence) or self.draft_confidence
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -27,13 +27,16 @@ class Eagle3Layer(nn.Module):
         self.attn = Attention(cfg, in_dim=2 * cfg.hidden_size)
         self.mlp_norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
+        self.norm_before_residual = False     # True: the residual is the normed hidden (a variant
+                                              # of published EAGLE-3 checkpoints)
 
     def forward(self, emb: torch.Tensor, hidden: torch.Tensor, pos: torch.Tensor,
                 mask: torch.Tensor | None, extra_kv: tuple[torch.Tensor, torch.Tensor] | None
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        x = torch.cat([self.embed_norm(emb), self.hidden_norm(hidden)], dim=-1)
+        normed = self.hidden_norm(hidden)
+        x = torch.cat([self.embed_norm(emb), normed], dim=-1)
         a, kv = self.attn(x, pos, mask, extra_kv)
-        h = hidden + a
+        h = (normed if self.norm_before_residual else hidden) + a
         return h + self.mlp(self.mlp_norm(h)), kv
 
 

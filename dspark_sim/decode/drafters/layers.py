@@ -11,10 +11,13 @@ from .config import DrafterConfig
 
 
 def rotary_cos_sin(positions: torch.Tensor, head_dim: int, theta: float,
-                   dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin tables [..., n, head_dim] for integer positions (Llama "default" rope)."""
-    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device,
-                                         dtype=torch.float32) / head_dim))
+                   dtype: torch.dtype, inv_freq: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin tables [..., n, head_dim] for integer positions: Llama's "default" rope, or the
+    given inverse frequencies [head_dim / 2] (a scaled rope, e.g. Llama 3's)."""
+    inv = inv_freq.to(device=positions.device, dtype=torch.float32) if inv_freq is not None else \
+        1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device,
+                                      dtype=torch.float32) / head_dim))
     ang = positions.to(torch.float32).unsqueeze(-1) * inv
     ang = torch.cat([ang, ang], dim=-1)
     return ang.cos().to(dtype), ang.sin().to(dtype)
@@ -57,13 +60,14 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * self.hd, cfg.hidden_size, bias=False)
         self.q_norm = nn.RMSNorm(self.hd, eps=cfg.rms_norm_eps)
         self.k_norm = nn.RMSNorm(self.hd, eps=cfg.rms_norm_eps)
+        self.inv_freq: torch.Tensor | None = None      # a scaled rope's frequencies (else default)
 
     def keys_values(self, x: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated keys and values [B, n_kv, n, hd] of inputs x [B, n, d_in] at positions pos."""
         b, n, _ = x.shape
         k = self.k_norm(self.k_proj(x).view(b, n, self.n_kv, self.hd)).transpose(1, 2)
         v = self.v_proj(x).view(b, n, self.n_kv, self.hd).transpose(1, 2)
-        cos, sin = rotary_cos_sin(pos, self.hd, self.theta, k.dtype)
+        cos, sin = rotary_cos_sin(pos, self.hd, self.theta, k.dtype, self.inv_freq)
         return apply_rotary(k, cos, sin), v
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None,
@@ -75,7 +79,7 @@ class Attention(nn.Module):
         """
         b, n, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, n, self.n_heads, self.hd)).transpose(1, 2)
-        cos, sin = rotary_cos_sin(pos, self.hd, self.theta, q.dtype)
+        cos, sin = rotary_cos_sin(pos, self.hd, self.theta, q.dtype, self.inv_freq)
         q = apply_rotary(q, cos, sin)
         k_own, v_own = self.keys_values(x, pos)
         if extra_kv is not None:
@@ -101,7 +105,7 @@ class Attention(nn.Module):
         b, nq, _ = x.shape
         n = nq // block
         q = self.q_norm(self.q_proj(x).view(b, nq, self.n_heads, self.hd)).transpose(1, 2)
-        cos, sin = rotary_cos_sin(pos, self.hd, self.theta, q.dtype)
+        cos, sin = rotary_cos_sin(pos, self.hd, self.theta, q.dtype, self.inv_freq)
         q = apply_rotary(q, cos, sin)
         k_own, v_own = self.keys_values(x, pos)
         rep = self.n_heads // self.n_kv

@@ -53,15 +53,50 @@ def _nearest_key(by_temperature: dict[str, list], temperature: float) -> str | N
     return min(by_temperature, key=lambda k: abs(float(k) - temperature))
 
 
+def check_fits_target(cfg: DrafterConfig, target: Target, config_path: Path | None) -> None:
+    """Refuse a checkpoint that does not fit `target` before anything runs: an InputError naming
+    the file, the field, the value the target needs and the one found."""
+    def refuse(field: str, expected, found, what: str) -> InputError:
+        return InputError(f"the drafter does not fit target {target.name}: {what} expected "
+                          f"{expected} (the target's), found {found}", file=config_path, field=field)
+
+    if cfg.hidden_size != target.hidden_size:
+        raise refuse("hidden_size", target.hidden_size, cfg.hidden_size, "hidden size")
+    if cfg.vocab_size != target.vocab_size:
+        raise refuse("vocab_size", target.vocab_size, cfg.vocab_size, "vocabulary size")
+    taps = (-1,) if cfg.kind == "mtp1" else tuple(cfg.taps)
+    outside = [t for t in taps if not -target.num_layers <= t < target.num_layers]
+    if outside:
+        raise refuse("taps", f"layer indices below {target.num_layers}", outside,
+                     f"target layers (it has {target.num_layers})")
+    if cfg.kind != "mtp1" and cfg.num_target_layers != target.num_layers:
+        raise refuse("num_target_layers", target.num_layers, cfg.num_target_layers,
+                     "decoder layer count")
+
+
+def apply_calibration_file(cfg: DrafterConfig, checkpoint: Path) -> None:
+    """Take the STS temperatures of the calibration file beside the checkpoint's weights
+    (calibration/store.py) over config.json's, for the temperatures it holds; a stale file is
+    not applied (a StaleCalibration warning says so)."""
+    from ...calibration.store import usable_calibration
+
+    doc = usable_calibration(checkpoint)
+    if doc is None:
+        return
+    for key, temps in doc.get("sts", {}).items():
+        cfg.sts[key] = list(temps)
+        if key in doc.get("sts_copy", {}):
+            cfg.sts_copy[key] = [list(p) for p in doc["sts_copy"][key]]
+        else:
+            cfg.sts_copy.pop(key, None)
+
+
 class TrainedDrafter(Drafter):
     """A drafter module bound to a target, with the per-request caches it keeps."""
 
     def __init__(self, module: nn.Module, target: Target, name: str) -> None:
         cfg: DrafterConfig = module.cfg
-        if cfg.vocab_size != target.vocab_size or cfg.hidden_size != target.hidden_size:
-            raise InputError(f"drafter was built for vocab {cfg.vocab_size} / width "
-                             f"{cfg.hidden_size}, target has {target.vocab_size} / "
-                             f"{target.hidden_size}", field="--drafter")
+        check_fits_target(cfg, target, None)
         module = module.to(device=target.device, dtype=target.dtype).eval()
         module.bind_target(target.embed_tokens.weight, target.lm_head.weight)
         self.module = module
@@ -79,6 +114,11 @@ class TrainedDrafter(Drafter):
         self._state = self.module.new_state()
         self._seen = 0
         self._copy = CopyIndex()
+
+    @property
+    def has_confidence(self) -> bool:
+        """Whether drafts carry confidences c_k (what `calibrate` fits and the scheduler reads)."""
+        return self.cfg.has_confidence
 
     @property
     def copies(self) -> bool:
@@ -182,23 +222,34 @@ class TrainedDrafter(Drafter):
                 qs.append(q)
             prev = tok
         flags = torch.tensor(copied, dtype=torch.bool) if self.copies else None
-        conf = None
-        if zs:
-            raw = torch.cat(zs).float()
-            temps = sts_temperatures(self.cfg, sampling.temperature)
-            z = raw / temps[:k].to(raw.device) if temps is not None else raw
-            copy_cal = sts_copy_calibration(self.cfg, sampling.temperature)
-            if copy_cal is not None and flags is not None:
-                c = copy_cal[:k].to(raw.device)
-                z = torch.where(flags.to(raw.device), raw / c[:, 0] + c[:, 1], z)
-            conf = torch.sigmoid(z)
+        conf = self._calibrated(torch.cat(zs).float(), flags, sampling) if zs else None
         return Draft(torch.cat(toks), torch.cat(qs) if qs else None, conf, flags)
+
+    def _calibrated(self, raw: torch.Tensor, flags: torch.Tensor | None, sampling: Sampling
+                    ) -> torch.Tensor:
+        """Confidences c_k = sigmoid(z_k / T_k) of raw confidence logits [k] (STS of the sampling
+        temperature; copied slots by their own (Tc_k, d_k) where calibrated apart)."""
+        k = raw.shape[0]
+        temps = sts_temperatures(self.cfg, sampling.temperature)
+        z = raw / temps[:k].to(raw.device) if temps is not None else raw
+        copy_cal = sts_copy_calibration(self.cfg, sampling.temperature)
+        if copy_cal is not None and flags is not None:
+            c = copy_cal[:k].to(raw.device)
+            z = torch.where(flags.to(raw.device), raw / c[:, 0] + c[:, 1], z)
+        return torch.sigmoid(z)
+
+    def _draft_logit(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        """logit(q(x)) of the drafted token under the draft's own softmax (T = 1) over the draft
+        vocabulary [1]: the raw confidence of a drafter without a confidence head."""
+        p = torch.softmax(logits.float(), dim=-1)[0, self.module.vocab.index(token)]
+        p = p.clamp(1e-6, 1 - 1e-6)
+        return torch.log(p) - torch.log1p(-p)
 
     def _propose_autoregressive(self, k: int, sampling: Sampling,
                                 generator: torch.Generator | None) -> Draft:
         m = self.module
         h = self._state.last_hidden
-        toks, qs, extra, copied = [], [], [], []
+        toks, qs, extra, copied, zs = [], [], [], [], []
         for j in range(k):
             logits, hit = self._with_copy(m.output_logits(h.unsqueeze(0)).float(), toks)
             copied.append(hit)
@@ -206,17 +257,22 @@ class TrainedDrafter(Drafter):
             toks.append(tok)
             if q is not None:
                 qs.append(q)
+            if self.cfg.draft_confidence:
+                zs.append(self._draft_logit(logits, tok))
             if j + 1 < k:
                 h = m.step(self._state, h, tok, j + 1, extra)
-        return Draft(torch.cat(toks), torch.cat(qs) if qs else None,
-                     copied=torch.tensor(copied, dtype=torch.bool) if self.copies else None)
+        flags = torch.tensor(copied, dtype=torch.bool) if self.copies else None
+        conf = self._calibrated(torch.cat(zs), flags, sampling) if zs else None
+        return Draft(torch.cat(toks), torch.cat(qs) if qs else None, conf, flags)
 
 
 def load_trained(path: str | Path, target: Target, name: str | None = None) -> TrainedDrafter:
     """Load a checkpoint directory for `target` (shapes are checked; the fingerprint of the
     target's embedding is checked when the checkpoint records one)."""
     path = Path(path)
+    check_fits_target(read_config(path), target, path / "config.json")
     module = load_module(path)
+    apply_calibration_file(module.cfg, path)
     fp = module.cfg.target_fingerprint
     if fp and fp != target_fingerprint(target.embed_tokens.weight):
         raise InputError(f"checkpoint was trained for target {module.cfg.target or '?'} "

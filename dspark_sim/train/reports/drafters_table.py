@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dspark_sim.fileio import write_text_atomic
+from dspark_sim.fileio import json_text, write_text_atomic
 from dspark_sim.plots import new_figure, save_figure
 
 KINDS = ("mtp1", "eagle3", "dflash", "dspark")
@@ -111,15 +111,28 @@ def calibration_table(runs: Path) -> list[str]:
         else:
             where = (f"fitted on {c['fit_steps']} steps (even requests), evaluated on "
                      f"{c['heldout_steps']} held-out steps (odd requests)")
-        lines += [f"", f"T = {t}: {where}; mean ECE {100 * c['mean_ece_raw']:.2f}% raw -> "
-                  f"{100 * c['mean_ece_sts']:.2f}% after STS.", "",
+        if "headline" in c:        # sample-weighted (calibration/positions.py)
+            raw, sts = c["headline"]["raw"]["ece"], c["headline"]["sts"]["ece"]
+            label = "ECE weighted by the steps reaching each position"
+        else:                      # reports written before: a plain mean over positions
+            raw, sts, label = c["mean_ece_raw"], c["mean_ece_sts"], "mean ECE over positions"
+        lines += [f"", f"T = {t}: {where}; {label} {100 * raw:.2f}% raw -> "
+                  f"{100 * sts:.2f}% after STS.", "",
                   "| position k | " + " | ".join(str(k) for k in range(1, g + 1)) + " |",
                   "|---|" + "---|" * g]
         for label, rows in (("ECE raw", c["raw"]), ("ECE STS", c["sts"])):
-            lines.append(f"| {label} | " + " | ".join(f"{100 * r['ece']:.1f}%" for r in rows) + " |")
+            lines.append(f"| {label} | " + " | ".join("-" if r["ece"] is None else f"{100 * r['ece']:.1f}%"
+                                                     for r in rows) + " |")
+        if "headline" in c:
+            lines.append("| n (steps reaching k) | " + " | ".join(str(r["n"]) for r in c["sts"]) + " |")
         for label, key in (("AUROC STS", "auroc"), ("Brier STS", "brier")):
-            lines.append(f"| {label} | " + " | ".join(f"{r[key]:.3f}" for r in c["sts"]) + " |")
-        lines.append("| P(1..k accepted) | " + " | ".join(f"{r['accept_rate']:.3f}" for r in c["sts"]) + " |")
+            lines.append(f"| {label} | " + " | ".join("-" if r[key] is None else f"{r[key]:.3f}"
+                                                     for r in c["sts"]) + " |")
+        if "headline" in c:
+            lines.append("| P(k accepted given 1..k-1) | " + " | ".join(
+                "-" if r["accept_rate"] is None else f"{r['accept_rate']:.3f}" for r in c["sts"]) + " |")
+        else:
+            lines.append("| P(1..k accepted) | " + " | ".join(f"{r['accept_rate']:.3f}" for r in c["sts"]) + " |")
         lines.append("| T_k | " + " | ".join(f"{x:.2f}" for x in c["temperatures"]) + " |")
         if "fit" in c:
             lines.append("| fit rule | " + " | ".join(_rule_label(f["rule"]) for f in c["fit"]) + " |")
@@ -173,7 +186,7 @@ def training_rows(runs: Path, snapshot: Path, suffix: str = "") -> list[dict]:
     merged = {**saved, **fresh}
     rows = [merged[kind] for kind in KINDS if kind in merged]
     if fresh:
-        write_text_atomic(snapshot, json.dumps({"source": str(runs), "drafters": rows}, indent=1) + "\n")
+        write_text_atomic(snapshot, json_text({"source": str(runs), "drafters": rows}, indent=1) + "\n")
     return rows
 
 
