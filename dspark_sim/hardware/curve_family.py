@@ -7,7 +7,10 @@ A family is a small mapping (built in below, or a YAML file the user writes):
     fixed: {per_context_token_s: 0.0}   # parameters held at a value instead of fitted
     max_batch_tokens: 8192              # top of the written table
 
-Parameters (seconds), plus `per_context_token_s` x context tokens in every family:
+Parameters (seconds), plus `per_context_token_s` x context tokens and `per_request_s` x requests
+in every family (per_request_s is held at 0 unless a prior (`--roofline` with a per-request
+cost) or `--fix` gives it: a no-speculation arm runs one token per request, so it cannot tell
+the per-request cost from the per-token one; observations at several tokens per request can):
 - linear: step(B) = floor_s + per_token_s x B.
 - buckets: the engine pads the batch to the next CUDA-graph capture size (vLLM, SGLang), so
   step(B) = floor_s + per_token_s x pad(B), pad(B) = smallest capture size >= B; beyond the
@@ -18,6 +21,10 @@ Parameters (seconds), plus `per_context_token_s` x context tokens in every famil
   floor_s is what no batch size hides (launches, host round trip, sampling).
 The profile table holds the family's exact values at its knots (linear interpolation between
 knots reproduces every family at every integer B; the roofline's knee is a knot).
+
+`cudagraph:` (optional, formats.md's profile field) gives the CUDA-graph capture limit and the
+eager cost above it; the family adds that term at B > max_capture_size (never a smooth
+continuation) and writes it into the profile.
 """
 from __future__ import annotations
 
@@ -29,12 +36,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..fileio import read_yaml
+from ..profiles.cudagraph import CudaGraph
 from ..profiles.curve import Curve
 from ..profiles.hardware import HardwareProfile
 from ..profiles.validate import FieldChecker
 
-PARAMS = ("floor_s", "per_token_s", "per_context_token_s")       # linear and buckets
-ROOFLINE_PARAMS = ("floor_s", "weight_s", "per_token_s", "per_context_token_s")
+PARAMS = ("floor_s", "per_token_s", "per_context_token_s", "per_request_s")   # linear and buckets
+ROOFLINE_PARAMS = ("floor_s", "weight_s", "per_token_s", "per_context_token_s", "per_request_s")
+HELD = {"per_request_s": 0.0}       # held unless a prior or --fix says otherwise
 ALL_PARAMS = ROOFLINE_PARAMS
 FAMILIES = ("linear", "buckets", "roofline")
 # vLLM's default CUDA-graph capture sizes for decode: 1, 2, 4 and then every 8 up to 512.
@@ -49,6 +58,7 @@ class CurveFamily:
     capture_sizes: tuple[int, ...] = ()
     fixed: dict[str, float] = field(default_factory=dict)
     max_batch_tokens: int = 8192
+    cudagraph: CudaGraph | None = None
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -73,13 +83,25 @@ class CurveFamily:
         idx = np.searchsorted(sizes, B, side="left")
         return np.where(idx < len(sizes), sizes[np.minimum(idx, len(sizes) - 1)], B)
 
-    def step_time(self, params: dict[str, float], batch_tokens, context_tokens=0.0) -> np.ndarray:
-        """Seconds of one target forward under the family at `params`."""
+    def table_time(self, params: dict[str, float], batch_tokens) -> np.ndarray:
+        """The family's step table at B (no context, request or eager terms)."""
         p = self.full(params)
         tokens = p["per_token_s"] * self.padded(batch_tokens)
         if self.family == "roofline":
             tokens = np.maximum(p["weight_s"], tokens)
-        return (p["floor_s"] + tokens + p["per_context_token_s"] * np.asarray(context_tokens, dtype=float))
+        return p["floor_s"] + tokens
+
+    def step_time(self, params: dict[str, float], batch_tokens, context_tokens=0.0,
+                  requests=0.0) -> np.ndarray:
+        """Seconds of one target forward under the family at `params` (with the eager term above
+        the capture limit and the per-request term)."""
+        p = self.full(params)
+        out = self.table_time(p, batch_tokens) + p["per_context_token_s"] * np.asarray(context_tokens, dtype=float)
+        if p["per_request_s"]:
+            out = out + p["per_request_s"] * np.asarray(requests, dtype=float)
+        if self.cudagraph is not None and self.cudagraph.has_eager:
+            out = out + self.cudagraph.eager_seconds(batch_tokens)
+        return out
 
     def knots(self, params: dict[str, float] | None = None) -> np.ndarray:
         """Batch sizes of the written table (the roofline's knee at `params` among them)."""
@@ -104,11 +126,12 @@ class CurveFamily:
         """The hardware profile (source: fitted) that the family gives at `params`."""
         p = self.full(params)
         x = self.knots(p)
-        y = self.step_time(p, x)
+        y = self.table_time(p, x)
         if np.any(y <= 0) or not np.all(np.isfinite(y)):
             raise InputError(f"the fitted step times are not positive ({p})", field="fit")
         return HardwareProfile(name=name, source="fitted", step_curve=Curve.of(x, y),
                                per_context_token_s=p["per_context_token_s"],
+                               per_request_s=p["per_request_s"], cudagraph=self.cudagraph,
                                max_batch_tokens=self.max_batch_tokens, **meta)
 
     def as_dict(self) -> dict[str, Any]:
@@ -117,6 +140,8 @@ class CurveFamily:
                                "fixed": dict(self.fixed), "max_batch_tokens": self.max_batch_tokens}
         if self.family == "buckets":
             out["capture_sizes"] = list(self.capture_sizes)
+        if self.cudagraph is not None:
+            out["cudagraph"] = self.cudagraph.to_dict()
         return out
 
 
@@ -134,7 +159,7 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
             raise check.fail("capture_sizes", "expected a non-empty list of integers")
         sizes = tuple(check.integer(v, f"capture_sizes[{i}]", 1) for i, v in enumerate(raw))
         check.increasing(list(sizes), "capture_sizes")
-    fixed = {}
+    fixed = dict(HELD)
     allowed = ROOFLINE_PARAMS if name == "roofline" else PARAMS
     for key, value in check.mapping(data.get("fixed") or {}, "fixed").items():
         if key not in allowed:
@@ -142,7 +167,8 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
                                              f"{', '.join(allowed)}")
         fixed[key] = check.number(value, f"fixed.{key}", 0.0)
     top = check.integer(data.get("max_batch_tokens", 8192), "max_batch_tokens", 2)
-    return CurveFamily(name, sizes, fixed, top)
+    graph = CudaGraph.from_dict(data["cudagraph"], check) if data.get("cudagraph") is not None else None
+    return CurveFamily(name, sizes, fixed, top, graph)
 
 
 def load_family(spec: str, fixed: dict[str, float] | None = None,
@@ -158,7 +184,18 @@ def load_family(spec: str, fixed: dict[str, float] | None = None,
         if key not in fam.params:
             raise InputError(f"unknown parameter {key!r} of the {fam.family} family; one of "
                              f"{', '.join(fam.params)}", field="fix")
-    return CurveFamily(fam.family, fam.capture_sizes, merged, max_batch_tokens or fam.max_batch_tokens)
+    return CurveFamily(fam.family, fam.capture_sizes, merged, max_batch_tokens or fam.max_batch_tokens,
+                       fam.cudagraph)
+
+
+def with_prior_freed(fam: CurveFamily, priors: dict[str, float], given: dict[str, float]) -> CurveFamily:
+    """The family with a held parameter (per_request_s) freed where a prior > 0 exists for it
+    and the user did not --fix it."""
+    free = [k for k in HELD if priors.get(k, 0.0) > 0 and k not in given]
+    if not free:
+        return fam
+    return CurveFamily(fam.family, fam.capture_sizes, {k: v for k, v in fam.fixed.items() if k not in free},
+                       fam.max_batch_tokens, fam.cudagraph)
 
 
 def family_values_of(fam: CurveFamily, prof: HardwareProfile) -> dict[str, float]:
@@ -168,18 +205,22 @@ def family_values_of(fam: CurveFamily, prof: HardwareProfile) -> dict[str, float
     from scipy.optimize import least_squares
 
     B = np.unique(np.rint(np.geomspace(1, fam.max_batch_tokens, 64)))
-    target = np.asarray(prof.step_time(B), dtype=float)
-    names = [p for p in fam.params if p != "per_context_token_s"]
+    target = np.asarray(prof.table_time(B), dtype=float)      # the table, without the eager term
+    if prof.cudagraph is not None:
+        target = target - np.asarray(prof.cudagraph.eager_seconds(B))
+    names = [p for p in fam.params if p not in ("per_context_token_s", "per_request_s")]
     scale = {"floor_s": target[0] / 2, "weight_s": target[0] / 2,
              "per_token_s": target[-1] / B[-1]}
 
     def resid(x: np.ndarray) -> np.ndarray:
         vals = {n: v * scale[n] for n, v in zip(names, x)}
         vals["per_context_token_s"] = prof.per_context_token_s
+        vals["per_request_s"] = 0.0
         free = CurveFamily(fam.family, fam.capture_sizes, {}, fam.max_batch_tokens)
-        return np.log(np.maximum(free.step_time(vals, B), 1e-30) / target)
+        return np.log(np.maximum(free.table_time(vals, B), 1e-30) / target)
 
     res = least_squares(resid, np.ones(len(names)), bounds=(1e-6, np.inf))
     out = {n: float(v * scale[n]) for n, v in zip(names, res.x)}
     out["per_context_token_s"] = float(prof.per_context_token_s)
+    out["per_request_s"] = float(prof.per_request_s)
     return out
