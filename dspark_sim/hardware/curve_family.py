@@ -28,7 +28,7 @@ continuation) and writes it into the profile.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ class CurveFamily:
     fixed: dict[str, float] = field(default_factory=dict)
     max_batch_tokens: int = 8192
     cudagraph: CudaGraph | None = None
+    freed: tuple[str, ...] = ()          # held parameters (HELD) the fit estimates after all
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -67,12 +68,15 @@ class CurveFamily:
 
     @property
     def free(self) -> tuple[str, ...]:
-        """Parameters the fit estimates."""
-        return tuple(p for p in self.params if p not in self.fixed)
+        """Parameters the fit estimates (a held one only when freed)."""
+        return tuple(p for p in self.params if p not in self.fixed and (p not in HELD or p in self.freed))
 
     def full(self, values: dict[str, float]) -> dict[str, float]:
-        """Every parameter: the fitted ones from `values`, the fixed ones from the family."""
-        return {p: float(self.fixed[p] if p in self.fixed else values[p]) for p in self.params}
+        """Every parameter: the fitted ones from `values`, the fixed ones from the family, the
+        held ones at their held value."""
+        free = self.free
+        return {p: float(values[p] if p in free else self.fixed.get(p, HELD.get(p, 0.0)))
+                for p in self.params}
 
     def padded(self, batch_tokens) -> np.ndarray:
         """Batch tokens the engine actually runs (capture-size padding for `buckets`)."""
@@ -159,7 +163,7 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
             raise check.fail("capture_sizes", "expected a non-empty list of integers")
         sizes = tuple(check.integer(v, f"capture_sizes[{i}]", 1) for i, v in enumerate(raw))
         check.increasing(list(sizes), "capture_sizes")
-    fixed = dict(HELD)
+    fixed = {}
     allowed = ROOFLINE_PARAMS if name == "roofline" else PARAMS
     for key, value in check.mapping(data.get("fixed") or {}, "fixed").items():
         if key not in allowed:
@@ -185,17 +189,14 @@ def load_family(spec: str, fixed: dict[str, float] | None = None,
             raise InputError(f"unknown parameter {key!r} of the {fam.family} family; one of "
                              f"{', '.join(fam.params)}", field="fix")
     return CurveFamily(fam.family, fam.capture_sizes, merged, max_batch_tokens or fam.max_batch_tokens,
-                       fam.cudagraph)
+                       fam.cudagraph, fam.freed)
 
 
 def with_prior_freed(fam: CurveFamily, priors: dict[str, float], given: dict[str, float]) -> CurveFamily:
     """The family with a held parameter (per_request_s) freed where a prior > 0 exists for it
     and the user did not --fix it."""
-    free = [k for k in HELD if priors.get(k, 0.0) > 0 and k not in given]
-    if not free:
-        return fam
-    return CurveFamily(fam.family, fam.capture_sizes, {k: v for k, v in fam.fixed.items() if k not in free},
-                       fam.max_batch_tokens, fam.cudagraph)
+    free = tuple(k for k in HELD if priors.get(k, 0.0) > 0 and k not in given and k not in fam.fixed)
+    return replace(fam, freed=tuple(dict.fromkeys(fam.freed + free))) if free else fam
 
 
 def family_values_of(fam: CurveFamily, prof: HardwareProfile) -> dict[str, float]:
