@@ -133,6 +133,14 @@ def register(app: typer.Typer) -> None:
                                              "layer of a step above the capture limit, run eagerly, "
                                              "in us (choice: ~10 kernels a layer at ~10 us of host "
                                              "launch and dispatch each, against ~2 us replayed)."),
+        request_overhead_us: float = typer.Option(0.0, "--request-overhead-us", help="Seconds per "
+                                                  "request per step in us, written as "
+                                                  "step_time.per_request_s (host-side work per "
+                                                  "sequence: scheduling, input preparation, "
+                                                  "detokenising; the analytic model has no "
+                                                  "per-request device term, so 0 unless you know "
+                                                  "your engine's); `profile fit --roofline` takes "
+                                                  "it as per_request_s's prior."),
         name: Optional[str] = typer.Option(None, "--name", help="Profile name [from gpu, model, layout]."),
         note: str = typer.Option("", "--note", help="Text appended to the profile's notes."),
         out: Optional[Path] = typer.Option(None, "--out", help="Write the profile YAML here (atomically)."),
@@ -163,6 +171,9 @@ def register(app: typer.Typer) -> None:
                                    _roofline_cudagraph(max_capture_size, speculative_tokens,
                                                        eager_layer_us, shape.layers, max_batch_tokens,
                                                        max_batch_requests or 256 * roof.dp))
+        if request_overhead_us < 0:
+            raise InputError(f"must be >= 0, got {request_overhead_us}", field="request-overhead-us")
+        profile.per_request_s = request_overhead_us / 1e6
         if note:
             profile.extra["notes"] += " " + note
 

@@ -135,3 +135,14 @@ def test_roofline_command_writes_the_capture_limit(tmp_path):
     assert main(["roofline", "--model", "llama-3.1-8b", "--gpu", "H100", "--max-capture-size", "0",
                  "--drafters", "", "--out", str(out)]) == 0
     assert HardwareProfile.load(out).cudagraph is None
+
+
+def test_a_roofline_per_request_cost_becomes_the_fits_prior(tmp_path):
+    from dspark_sim.hardware.curve_family import family_values_of, load_family
+
+    out = tmp_path / "r.yaml"
+    assert main(["roofline", "--model", "llama-3.1-8b", "--gpu", "H100", "--request-overhead-us", "15",
+                 "--drafters", "", "--out", str(out)]) == 0
+    roof = HardwareProfile.load(out)
+    assert roof.per_request_s == pytest.approx(15e-6)
+    assert family_values_of(load_family("linear"), roof)["per_request_s"] == pytest.approx(15e-6)
