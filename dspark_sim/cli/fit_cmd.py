@@ -25,6 +25,25 @@ def _fixed(text: str) -> dict[str, float]:
 
 
 def register(profile_app: typer.Typer) -> None:
+    @profile_app.command("refit")
+    def refit(
+        profile: Path = typer.Argument(..., help="A measured hardware profile (its `measurements`)."),
+        out: Path = typer.Option(..., "--out", help="Write the refitted profile here (atomically)."),
+    ) -> None:
+        """Fit a measured profile's stored points again with today's fit (for a vLLM profile the
+        smooth family with the per-request term), without timing anything."""
+        from rich.console import Console
+
+        from ..hardware.measure import refit_measured
+        from ..profiles import HardwareProfile
+        from .render import print_fit
+
+        new, fit = refit_measured(HardwareProfile.load(profile))
+        console = Console(stderr=True)
+        print_fit(console, fit)
+        new.save(out)
+        console.print(f"wrote {out}")
+
     @profile_app.command("fit")
     def fit(
         observations: list[Path] = typer.Argument(..., help="Observation files: .csv or .yaml load "

@@ -112,7 +112,7 @@ def smooth_knots(batch_tokens) -> np.ndarray:
 def fit_step_smooth(timings: list[Timing]) -> StepFit:
     """Fit the smooth family (module docstring): T at power-of-two knots as a first value plus
     non-negative increments (so T never falls between neighbouring sizes), k >= 0 and
-    per_request_s >= 0, least squares on relative error."""
+    per_request_s >= 0; robust least squares on log relative error (`_robust_log_fit`)."""
     if not timings:
         raise ValueError("no timings to fit")
     B = np.array([t.batch_tokens for t in timings], dtype=float)
@@ -123,15 +123,37 @@ def fit_step_smooth(timings: list[Timing]) -> StepFit:
     n = len(knots)
     basis = np.array([np.interp(B, knots, np.eye(n)[j]) for j in range(n)]).T   # hat functions
     cumulative = np.cumsum(basis[:, ::-1], axis=1)[:, ::-1]    # T(knot_i) = sum_{j <= i} d_j
-    columns = [cumulative, X[:, None], R[:, None]]
-    solution = lsq_linear(np.column_stack(columns) / y[:, None], np.ones_like(y),
-                          bounds=(0.0, np.inf)).x
+    design = np.column_stack([cumulative, X[:, None], R[:, None]])
+    start = lsq_linear(design / y[:, None], np.ones_like(y), bounds=(0.0, np.inf)).x
+    solution = _robust_log_fit(design, y, start)
     seconds = np.maximum(np.cumsum(solution[:n]), 1e-9)
     fit = StepFit(knots, seconds, float(solution[n]), [], per_request_s=float(solution[n + 1]),
-                  method="least squares on relative error; smooth family: non-decreasing T at "
-                         "power-of-two knots + per_context_token_s x context + per_request_s x requests")
+                  method="robust (soft-L1) least squares on log relative error; smooth family: "
+                         "non-decreasing T at power-of-two knots + per_context_token_s x context + "
+                         "per_request_s x requests")
     fit.points = [PointError(t, float(p)) for t, p in zip(timings, fit.predict(B, X, R))]
     return fit
+
+
+def _robust_log_fit(design: np.ndarray, y: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Non-negative coefficients c minimising sum soft_l1(log(design c / y)): relative error on
+    a log scale, with a loss that grows like sqrt beyond ~10% so a few wild medians (a shared
+    machine's slow spells; a speculative point whose proposer share was subtracted to ~0) do
+    not drag the curve. Starts from the plain least-squares solution."""
+    from scipy.optimize import least_squares
+
+    good = y > 0
+    design, y = design[good], y[good]
+    used = start > 1e-9 * max(float(np.max(start)), 1e-300)   # the start's non-zero terms
+    scale = np.where(used, start, np.median(y) / max(float(np.max(design)), 1.0))
+
+    def resid(c: np.ndarray) -> np.ndarray:
+        return np.log(np.maximum(design @ (c * scale), 1e-12) / y)
+
+    x0 = np.where(used, 1.0, 0.0)
+    res = least_squares(resid, x0, bounds=(0.0, np.inf), loss="soft_l1", f_scale=0.1,
+                        x_scale=1.0, max_nfev=5000)
+    return np.where(res.x > 1e-6, res.x, 0.0) * scale      # at the bound: exactly 0
 
 
 def draft_slope(timings: list[Timing]) -> tuple[Curve, int, np.ndarray]:

@@ -175,3 +175,34 @@ def measured_profile(timings: list[Timing], grid: ProfileGrid, device: str, name
         max_batch_requests=int(max(grid.batches)), draft_curves=curves, per_draft_kinds=per_draft,
         draft_slopes=slopes, prefill_curve=prefill, extra=extra)
     return profile, fit
+
+
+def refit_measured(prof: HardwareProfile) -> tuple[HardwareProfile, StepFit]:
+    """Fit a measured profile's stored points again with today's fit for its runner (the smooth
+    family with the per-request term for vLLM). Each point is rebuilt from its stored median and
+    p10/p90, so the step fit (on medians) is what a fresh `profile` would give on the same
+    timings; pooled draft medians can move slightly. Device, machine, limits and the other
+    recorded blocks are kept."""
+    from ..errors import InputError
+
+    points = prof.extra.get("measurements")
+    if prof.source != "measured" or not points:
+        raise InputError(f"profile {prof.name!r} has no measured points to refit (source "
+                         f"{prof.source})", field="measurements")
+
+    def timing(m: dict, tokens: bool) -> Timing:
+        return Timing(m["op"], m["requests"], m["width"], m["context"],
+                      [m["p10_s"], m["median_s"], m["p90_s"]], tokens=m["batch_tokens"] if tokens else None)
+
+    timings = [timing(m, True) for m in points]
+    drafts = [timing(m, False) for m in prof.extra.get("draft_measurements", [])]
+    grid = ProfileGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in prof.extra["grid"].items()})
+    runner = prof.extra.get("runner", "hf")
+    new, fit = measured_profile(timings, grid, "cpu", prof.name, prof.model, prof.extra.get("seed", 0),
+                                draft_timings=drafts, runner=runner,
+                                prefill_curve=prof.prefill_curve is not None)
+    new.device, new.machine = prof.device, dict(prof.machine)
+    new.max_batch_tokens, new.max_batch_requests = prof.max_batch_tokens, prof.max_batch_requests
+    new.kv_capacity_tokens, new.capture_sizes = prof.kv_capacity_tokens, prof.capture_sizes
+    new.extra = {**prof.extra, **{k: v for k, v in new.extra.items() if k != "runner"}}
+    return new, fit
