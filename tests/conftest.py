@@ -1,10 +1,14 @@
-"""Suite-wide checks (every test directory's own conftest.py adds its fixtures).
+"""Suite-wide checks and settings (every test directory's own conftest.py adds its fixtures).
 
 Strict JSON: every JSON / JSON Lines file the product writes while the suite runs must parse
 with a strict parser (tests/strict_json.py). Each test's own `tmp_path` is checked when the test
 ends (the failure names the test that wrote the file); at the end of the session everything
 under pytest's base temporary directory is checked once more, which covers files written into
 directories of module- and session-scoped fixtures.
+
+Profile cache: measured profiles cached per machine (`profile` writes them to
+~/.cache/dspark-sim/profiles) must not leak into tests, so the cache is an empty folder of the
+session unless a test sets its own.
 """
 from __future__ import annotations
 
@@ -13,6 +17,14 @@ import pytest
 from tests.strict_json import violations
 
 _CHECKED: dict[str, tuple[int, int]] = {}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _empty_profile_cache(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DSPARK_SIM_PROFILE_CACHE", str(tmp_path_factory.mktemp("profile-cache")))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,25 @@ def _fixed(text: str) -> dict[str, float]:
 
 
 def register(profile_app: typer.Typer) -> None:
+    @profile_app.command("refit")
+    def refit(
+        profile: Path = typer.Argument(..., help="A measured hardware profile (its `measurements`)."),
+        out: Path = typer.Option(..., "--out", help="Write the refitted profile here (atomically)."),
+    ) -> None:
+        """Fit a measured profile's stored points again with today's fit (for a vLLM profile the
+        smooth family with the per-request term), without timing anything."""
+        from rich.console import Console
+
+        from ..hardware.measure import refit_measured
+        from ..profiles import HardwareProfile
+        from .render import print_fit
+
+        new, fit = refit_measured(HardwareProfile.load(profile))
+        console = Console(stderr=True)
+        print_fit(console, fit)
+        new.save(out)
+        console.print(f"wrote {out}")
+
     @profile_app.command("fit")
     def fit(
         observations: list[Path] = typer.Argument(..., help="Observation files: .csv or .yaml load "
@@ -38,7 +57,8 @@ def register(profile_app: typer.Typer) -> None:
                                    "CUDA-graph capture sizes), roofline (floor + max(weight_s, "
                                    "per_token_s x B): flat, then compute-bound), or a family YAML file."),
         fix: str = typer.Option("", "--fix", help="Parameters held fixed, NAME=VALUE,... of floor_s, "
-                                "per_token_s, per_context_token_s (and weight_s for roofline), seconds."),
+                                "per_token_s, per_context_token_s, per_request_s (held at 0 unless --roofline "
+                                "gives it a prior) and weight_s for roofline, seconds."),
         capture_sizes: Optional[str] = typer.Option(None, "--capture-sizes", help="buckets family: "
                                                     "comma-separated capture sizes [vLLM's 1,2,4,8..512]."),
         max_batch_tokens: Optional[int] = typer.Option(None, "--max-batch-tokens", help="Top of the "
@@ -92,7 +112,7 @@ def register(profile_app: typer.Typer) -> None:
         from ..fileio import write_json_atomic, write_text_atomic
         import numpy as np
 
-        from ..hardware.curve_family import family_values_of, load_family
+        from ..hardware.curve_family import family_values_of, load_family, with_prior_freed
         from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
         from ..hardware.observations import check_physical, read_observations
         from ..profiles.hardware import HardwareProfile
@@ -122,7 +142,13 @@ def register(profile_app: typer.Typer) -> None:
         if prior_spread <= 0:
             raise InputError(f"must be > 0, got {prior_spread}", field="prior-spread")
         roof = load_hw_profile(roofline) if roofline else None
-        priors = {k: v for k, v in family_values_of(fam, roof).items() if k in fam.free} if roof else {}
+        values = family_values_of(fam, roof) if roof else {}
+        fam = with_prior_freed(fam, values, _fixed(fix))
+        if roof is not None and roof.cudagraph is not None and fam.cudagraph is None:
+            from dataclasses import replace
+
+            fam = replace(fam, cudagraph=roof.cudagraph)     # the capture limit of the same GPU
+        priors = {k: v for k, v in values.items() if k in fam.free}
         drafts = choose_draft_costs(load_hw_profile(draft_time_from) if draft_time_from else None,
                                     roof, parse_layer_shares(draft_layer_share))
         cfg = FitConfig(fam, name=name or out.stem, gpus=gpus, draft_costs=drafts,

@@ -53,6 +53,33 @@ def _profile_vllm(out: Path, target: str, speculative: Optional[str], drafter: s
     path = plot_profile(prof, plot, measurements=prof.extra["measurements"],
                         draft_points=prof.extra.get("draft_measurements"))
     console.print(f"wrote {out} and {path}")
+    _cache(console, prof)
+
+
+def _cache(console, prof) -> None:
+    """Keep a copy of a measured profile in this machine's cache (profiles/machine.py)."""
+    from ..profiles.machine import cache_measured
+
+    cached = cache_measured(prof)
+    if cached is not None:
+        console.print(f"cached for this machine: {cached} (validate/replay/sweep use it instead "
+                      f"of a {prof.name!r} measured elsewhere)")
+
+
+def _roofline_cudagraph(max_capture_size, speculative_tokens: int, eager_layer_us: float,
+                        layers: int, max_batch_tokens, max_batch_requests: int):
+    """The roofline's CUDA-graph block: vLLM's default capture limit unless given, and an eager
+    floor of layers x --eager-layer-us (source: estimate); None with --max-capture-size 0."""
+    from ..profiles.cudagraph import CudaGraph, vllm_default_capture_size
+
+    if eager_layer_us < 0 or speculative_tokens < 0:
+        raise InputError("must be >= 0", field="eager-layer-us" if eager_layer_us < 0 else "speculative-tokens")
+    if max_capture_size is None:
+        max_capture_size = vllm_default_capture_size(max_batch_requests, speculative_tokens,
+                                                      max_batch_tokens)
+    if max_capture_size <= 0:
+        return None
+    return CudaGraph(max_capture_size, floor_s=layers * eager_layer_us / 1e6, source="estimate")
 
 
 def register(app: typer.Typer) -> None:
@@ -93,6 +120,27 @@ def register(app: typer.Typer) -> None:
         gamma: int = typer.Option(7, "--gamma", help="Block size of the parallel drafters (dflash, dspark)."),
         drafters: str = typer.Option("mtp1,eagle3,dflash,dspark", "--drafters",
                                      help="Drafter kinds to give draft_time tables (empty: none)."),
+        max_capture_size: Optional[int] = typer.Option(None, "--max-capture-size", help="CUDA-graph "
+                                                       "capture limit in batch tokens (vLLM's "
+                                                       "max_cudagraph_capture_size); 0: no graphs "
+                                                       "modelled [vLLM's default: min(2 x "
+                                                       "max-batch-requests x (1 + "
+                                                       "--speculative-tokens), 512)]."),
+        speculative_tokens: int = typer.Option(0, "--speculative-tokens", help="Draft tokens per "
+                                               "request the engine is configured with (vLLM's "
+                                               "num_speculative_tokens; widens its default capture limit)."),
+        eager_layer_us: float = typer.Option(100.0, "--eager-layer-us", help="Extra cost per decoder "
+                                             "layer of a step above the capture limit, run eagerly, "
+                                             "in us (choice: ~10 kernels a layer at ~10 us of host "
+                                             "launch and dispatch each, against ~2 us replayed)."),
+        request_overhead_us: float = typer.Option(0.0, "--request-overhead-us", help="Seconds per "
+                                                  "request per step in us, written as "
+                                                  "step_time.per_request_s (host-side work per "
+                                                  "sequence: scheduling, input preparation, "
+                                                  "detokenising; the analytic model has no "
+                                                  "per-request device term, so 0 unless you know "
+                                                  "your engine's); `profile fit --roofline` takes "
+                                                  "it as per_request_s's prior."),
         name: Optional[str] = typer.Option(None, "--name", help="Profile name [from gpu, model, layout]."),
         note: str = typer.Option("", "--note", help="Text appended to the profile's notes."),
         out: Optional[Path] = typer.Option(None, "--out", help="Write the profile YAML here (atomically)."),
@@ -119,7 +167,13 @@ def register(app: typer.Typer) -> None:
         kinds = tuple(k for k in drafters.split(",") if k.strip())
         layout = f"tp{tp}" + (f"-ep{ep}" if ep > 1 else "")
         name = name or f"{roof.gpu.name.lower()}x{roof.gpus}-{shape.name}-{layout}-{dtype}"
-        profile = analytic_profile(roof, name, max_batch_tokens, max_batch_requests, kinds)
+        profile = analytic_profile(roof, name, max_batch_tokens, max_batch_requests, kinds,
+                                   _roofline_cudagraph(max_capture_size, speculative_tokens,
+                                                       eager_layer_us, shape.layers, max_batch_tokens,
+                                                       max_batch_requests or 256 * roof.dp))
+        if request_overhead_us < 0:
+            raise InputError(f"must be >= 0, got {request_overhead_us}", field="request-overhead-us")
+        profile.per_request_s = request_overhead_us / 1e6
         if note:
             profile.extra["notes"] += " " + note
 
@@ -322,6 +376,7 @@ def register(app: typer.Typer) -> None:
         path = plot_profile(prof, _plot_path(out, plot), measurements=prof.extra["measurements"],
                             draft_points=prof.extra.get("draft_measurements"))
         console.print(f"wrote {out} and {path}")
+        _cache(console, prof)
 
     app.add_typer(profile_app, name="profile")
 

@@ -142,3 +142,17 @@ def check_serving_engine(value: str) -> None:
 
     if value not in SERVING_ENGINES:
         raise InputError(f"must be native or vllm, got {value!r}", field="--engine")
+
+
+def machine_checked_hw(hw: str) -> str:
+    """The hardware profile a simulation should read for `hw`: a measured profile from another
+    machine is replaced by this machine's cached one (a note on stderr says which) or kept with
+    a loud warning on stderr (profiles/machine.py)."""
+    from ..profiles.machine import machine_checked_profile
+    from ..profiles.registry import hw_profile_path, load_hw_profile
+
+    path = hw_profile_path(hw)
+    chosen, note = machine_checked_profile(path, load_hw_profile(path))
+    if note:
+        typer.echo(note, err=True)
+    return str(chosen) if chosen != path else hw

@@ -146,7 +146,8 @@ def print_fit(console, fit) -> None:
     console.print(f"fit: {summary['within_spread']}/{summary['points']} points within their "
                   f"p10-p90 spread; median |error| {summary['median_abs_rel_error']:.1%}, max "
                   f"{summary['max_abs_rel_error']:.1%}; per_context_token_s = "
-                  f"{fit.per_context_token_s:.3e}")
+                  f"{fit.per_context_token_s:.3e}"
+                  + (f"; per_request_s = {fit.per_request_s:.3e}" if fit.per_request_s else ""))
 
 
 def print_acceptance_report(result: "ImportResult") -> None:

@@ -9,11 +9,13 @@ import typer
 
 from ..errors import InputError
 from ..vllm.settings import parse_server
+from ..vllm.validate import VLLM_DEFAULT_HW
 from .options import (DEFAULT_SERVE_DRAFTER, ENGINE_HELP, SERVE_HW_HELP, AiperfOpt, DeviceOpt,
                       PromptsOpt, ServeAccOpt, ServeChatOpt, ServeDrafterOpt, ServeHwOpt,
                       ServeSeedOpt, ServeThreadsOpt, TargetOpt, TemperatureOpt, TimeoutOpt,
                       TimeScaleOpt, TraceArg, UrlOpt, VllmBsScheduleOpt, VllmDrafterOpt,
-                      VllmPythonOpt, VllmServerOpt, check_serving_engine)
+                      VllmPythonOpt, VllmServerOpt, check_serving_engine,
+                      machine_checked_hw)
 from .render import ms, print_summaries
 
 
@@ -226,12 +228,13 @@ def register(app: typer.Typer) -> None:
         and overlay plots."""
         check_serving_engine(engine)
         if engine == "vllm":
-            _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
+            _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()],
+                           machine_checked_hw(hw or VLLM_DEFAULT_HW),
                            acceptance, repeats, out, seed, engine_runs, kv_semantics,
                            **_vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf,
                                           vllm_drafter, url, timeout, vllm_server, bs_schedule))
             return
-        hw = hw or "cpu-2core-smollm2-135m"
+        hw = machine_checked_hw(hw or "cpu-2core-smollm2-135m")
         if engine_runs is not None:
             _validate_again(trace, policies, drafter, hw, acceptance, repeats, temperature,
                             time_scale, seed, out, engine_runs)

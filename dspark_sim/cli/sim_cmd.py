@@ -8,7 +8,7 @@ import typer
 
 from ..sim.defaults import DEFAULT_HW
 from ..sim.speculation.registry import policy_list
-from .options import OldEngineOpt, SimAccOpt, SimEngineOpt, SimHwOpt, TraceArg, refuse_old_engine
+from .options import OldEngineOpt, machine_checked_hw, SimAccOpt, SimEngineOpt, SimHwOpt, TraceArg, refuse_old_engine
 from .render import print_summaries
 
 
@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         par = None if parallel == "none" else Parallel(parallel, workers, ray_address)
         console = Console(stderr=True)
         with console.status("simulating...") as status:
-            results = replay_files(trace, policies, hw, chosen, replicas=replicas, router=router,
+            results = replay_files(trace, policies, machine_checked_hw(hw), chosen, replicas=replicas, router=router,
                                    seed=seed, engine=sim_engine,
                                    progress=lambda p: status.update(f"simulated {p}"),
                                    kv_semantics=kv_semantics, bs_schedule=bs_schedule,

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..sim.defaults import DEFAULT_HW
-from .options import (BaselineOpt, PoliciesOpt, PrefillOpt, RequestsOpt, SimAccOpt, SimHwOpt,
+from .options import (machine_checked_hw, BaselineOpt, PoliciesOpt, PrefillOpt, RequestsOpt, SimAccOpt, SimHwOpt,
                       SlasOpt, WorkersOpt)
 from .render import print_markdown
 
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
         from ..sweep.spec import parse_numbers, parse_range
 
         pols = parse_policies(policies)
-        cfg = SweepConfig(trace=str(trace), policies=pols, hw=hw,
+        cfg = SweepConfig(trace=str(trace), policies=pols, hw=machine_checked_hw(hw),
                           acceptance=parse_acceptance_option(acceptance, pols), load_mode=load,
                           points=points, load_range=parse_range(load_range), seeds=seeds,
                           replicas=replicas, router=router, requests_per_user=requests_per_user,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..profiles.cudagraph import CudaGraph
 from ..profiles.curve import Curve
 from ..profiles.hardware import HardwareProfile
 from .roofline import DRAFTER_KINDS, SEQUENTIAL_DRAFTERS, Roofline
@@ -28,8 +29,10 @@ def significant(values, digits: int = 5) -> np.ndarray:
 
 def analytic_profile(roof: Roofline, name: str, max_batch_tokens: int | None = None,
                      max_batch_requests: int | None = None,
-                     drafters: tuple[str, ...] = DRAFTER_KINDS) -> HardwareProfile:
-    """Sample the roofline over a batch-token grid into a `source: roofline` profile."""
+                     drafters: tuple[str, ...] = DRAFTER_KINDS,
+                     cudagraph: CudaGraph | None = None) -> HardwareProfile:
+    """Sample the roofline over a batch-token grid into a `source: roofline` profile (with the
+    CUDA-graph capture limit and eager term `cudagraph`, when given)."""
     s = roof.s
     max_batch_tokens = max_batch_tokens or 4096 * roof.dp
     max_batch_requests = max_batch_requests or 256 * roof.dp
@@ -48,7 +51,7 @@ def analytic_profile(roof: Roofline, name: str, max_batch_tokens: int | None = N
         per_draft_kinds=frozenset(k for k in drafters if k in SEQUENTIAL_DRAFTERS),
         device=device, model=roof.model.name, gpus_per_replica=roof.gpus,
         kv_capacity_tokens=roof.kv_capacity_tokens, max_batch_tokens=max_batch_tokens,
-        max_batch_requests=max_batch_requests,
+        max_batch_requests=max_batch_requests, cudagraph=cudagraph,
         extra={
             "notes": _notes(roof),
             "assumptions": roof.assumptions(),

@@ -7,7 +7,10 @@ A family is a small mapping (built in below, or a YAML file the user writes):
     fixed: {per_context_token_s: 0.0}   # parameters held at a value instead of fitted
     max_batch_tokens: 8192              # top of the written table
 
-Parameters (seconds), plus `per_context_token_s` x context tokens in every family:
+Parameters (seconds), plus `per_context_token_s` x context tokens and `per_request_s` x requests
+in every family (per_request_s is held at 0 unless a prior (`--roofline` with a per-request
+cost) or `--fix` gives it: a no-speculation arm runs one token per request, so it cannot tell
+the per-request cost from the per-token one; observations at several tokens per request can):
 - linear: step(B) = floor_s + per_token_s x B.
 - buckets: the engine pads the batch to the next CUDA-graph capture size (vLLM, SGLang), so
   step(B) = floor_s + per_token_s x pad(B), pad(B) = smallest capture size >= B; beyond the
@@ -18,10 +21,14 @@ Parameters (seconds), plus `per_context_token_s` x context tokens in every famil
   floor_s is what no batch size hides (launches, host round trip, sampling).
 The profile table holds the family's exact values at its knots (linear interpolation between
 knots reproduces every family at every integer B; the roofline's knee is a knot).
+
+`cudagraph:` (optional, formats.md's profile field) gives the CUDA-graph capture limit and the
+eager cost above it; the family adds that term at B > max_capture_size (never a smooth
+continuation) and writes it into the profile.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +36,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..fileio import read_yaml
+from ..profiles.cudagraph import CudaGraph
 from ..profiles.curve import Curve
 from ..profiles.hardware import HardwareProfile
 from ..profiles.validate import FieldChecker
 
-PARAMS = ("floor_s", "per_token_s", "per_context_token_s")       # linear and buckets
-ROOFLINE_PARAMS = ("floor_s", "weight_s", "per_token_s", "per_context_token_s")
+PARAMS = ("floor_s", "per_token_s", "per_context_token_s", "per_request_s")   # linear and buckets
+ROOFLINE_PARAMS = ("floor_s", "weight_s", "per_token_s", "per_context_token_s", "per_request_s")
+HELD = {"per_request_s": 0.0}       # held unless a prior or --fix says otherwise
 ALL_PARAMS = ROOFLINE_PARAMS
 FAMILIES = ("linear", "buckets", "roofline")
 # vLLM's default CUDA-graph capture sizes for decode: 1, 2, 4 and then every 8 up to 512.
@@ -49,6 +58,8 @@ class CurveFamily:
     capture_sizes: tuple[int, ...] = ()
     fixed: dict[str, float] = field(default_factory=dict)
     max_batch_tokens: int = 8192
+    cudagraph: CudaGraph | None = None
+    freed: tuple[str, ...] = ()          # held parameters (HELD) the fit estimates after all
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -57,12 +68,15 @@ class CurveFamily:
 
     @property
     def free(self) -> tuple[str, ...]:
-        """Parameters the fit estimates."""
-        return tuple(p for p in self.params if p not in self.fixed)
+        """Parameters the fit estimates (a held one only when freed)."""
+        return tuple(p for p in self.params if p not in self.fixed and (p not in HELD or p in self.freed))
 
     def full(self, values: dict[str, float]) -> dict[str, float]:
-        """Every parameter: the fitted ones from `values`, the fixed ones from the family."""
-        return {p: float(self.fixed[p] if p in self.fixed else values[p]) for p in self.params}
+        """Every parameter: the fitted ones from `values`, the fixed ones from the family, the
+        held ones at their held value."""
+        free = self.free
+        return {p: float(values[p] if p in free else self.fixed.get(p, HELD.get(p, 0.0)))
+                for p in self.params}
 
     def padded(self, batch_tokens) -> np.ndarray:
         """Batch tokens the engine actually runs (capture-size padding for `buckets`)."""
@@ -73,13 +87,25 @@ class CurveFamily:
         idx = np.searchsorted(sizes, B, side="left")
         return np.where(idx < len(sizes), sizes[np.minimum(idx, len(sizes) - 1)], B)
 
-    def step_time(self, params: dict[str, float], batch_tokens, context_tokens=0.0) -> np.ndarray:
-        """Seconds of one target forward under the family at `params`."""
+    def table_time(self, params: dict[str, float], batch_tokens) -> np.ndarray:
+        """The family's step table at B (no context, request or eager terms)."""
         p = self.full(params)
         tokens = p["per_token_s"] * self.padded(batch_tokens)
         if self.family == "roofline":
             tokens = np.maximum(p["weight_s"], tokens)
-        return (p["floor_s"] + tokens + p["per_context_token_s"] * np.asarray(context_tokens, dtype=float))
+        return p["floor_s"] + tokens
+
+    def step_time(self, params: dict[str, float], batch_tokens, context_tokens=0.0,
+                  requests=0.0) -> np.ndarray:
+        """Seconds of one target forward under the family at `params` (with the eager term above
+        the capture limit and the per-request term)."""
+        p = self.full(params)
+        out = self.table_time(p, batch_tokens) + p["per_context_token_s"] * np.asarray(context_tokens, dtype=float)
+        if p["per_request_s"]:
+            out = out + p["per_request_s"] * np.asarray(requests, dtype=float)
+        if self.cudagraph is not None and self.cudagraph.has_eager:
+            out = out + self.cudagraph.eager_seconds(batch_tokens)
+        return out
 
     def knots(self, params: dict[str, float] | None = None) -> np.ndarray:
         """Batch sizes of the written table (the roofline's knee at `params` among them)."""
@@ -104,11 +130,12 @@ class CurveFamily:
         """The hardware profile (source: fitted) that the family gives at `params`."""
         p = self.full(params)
         x = self.knots(p)
-        y = self.step_time(p, x)
+        y = self.table_time(p, x)
         if np.any(y <= 0) or not np.all(np.isfinite(y)):
             raise InputError(f"the fitted step times are not positive ({p})", field="fit")
         return HardwareProfile(name=name, source="fitted", step_curve=Curve.of(x, y),
                                per_context_token_s=p["per_context_token_s"],
+                               per_request_s=p["per_request_s"], cudagraph=self.cudagraph,
                                max_batch_tokens=self.max_batch_tokens, **meta)
 
     def as_dict(self) -> dict[str, Any]:
@@ -117,6 +144,8 @@ class CurveFamily:
                                "fixed": dict(self.fixed), "max_batch_tokens": self.max_batch_tokens}
         if self.family == "buckets":
             out["capture_sizes"] = list(self.capture_sizes)
+        if self.cudagraph is not None:
+            out["cudagraph"] = self.cudagraph.to_dict()
         return out
 
 
@@ -142,7 +171,8 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
                                              f"{', '.join(allowed)}")
         fixed[key] = check.number(value, f"fixed.{key}", 0.0)
     top = check.integer(data.get("max_batch_tokens", 8192), "max_batch_tokens", 2)
-    return CurveFamily(name, sizes, fixed, top)
+    graph = CudaGraph.from_dict(data["cudagraph"], check) if data.get("cudagraph") is not None else None
+    return CurveFamily(name, sizes, fixed, top, graph)
 
 
 def load_family(spec: str, fixed: dict[str, float] | None = None,
@@ -158,7 +188,15 @@ def load_family(spec: str, fixed: dict[str, float] | None = None,
         if key not in fam.params:
             raise InputError(f"unknown parameter {key!r} of the {fam.family} family; one of "
                              f"{', '.join(fam.params)}", field="fix")
-    return CurveFamily(fam.family, fam.capture_sizes, merged, max_batch_tokens or fam.max_batch_tokens)
+    return CurveFamily(fam.family, fam.capture_sizes, merged, max_batch_tokens or fam.max_batch_tokens,
+                       fam.cudagraph, fam.freed)
+
+
+def with_prior_freed(fam: CurveFamily, priors: dict[str, float], given: dict[str, float]) -> CurveFamily:
+    """The family with a held parameter (per_request_s) freed where a prior > 0 exists for it
+    and the user did not --fix it."""
+    free = tuple(k for k in HELD if priors.get(k, 0.0) > 0 and k not in given and k not in fam.fixed)
+    return replace(fam, freed=tuple(dict.fromkeys(fam.freed + free))) if free else fam
 
 
 def family_values_of(fam: CurveFamily, prof: HardwareProfile) -> dict[str, float]:
@@ -168,18 +206,22 @@ def family_values_of(fam: CurveFamily, prof: HardwareProfile) -> dict[str, float
     from scipy.optimize import least_squares
 
     B = np.unique(np.rint(np.geomspace(1, fam.max_batch_tokens, 64)))
-    target = np.asarray(prof.step_time(B), dtype=float)
-    names = [p for p in fam.params if p != "per_context_token_s"]
+    target = np.asarray(prof.table_time(B), dtype=float)      # the table, without the eager term
+    if prof.cudagraph is not None:
+        target = target - np.asarray(prof.cudagraph.eager_seconds(B))
+    names = [p for p in fam.params if p not in ("per_context_token_s", "per_request_s")]
     scale = {"floor_s": target[0] / 2, "weight_s": target[0] / 2,
              "per_token_s": target[-1] / B[-1]}
 
     def resid(x: np.ndarray) -> np.ndarray:
         vals = {n: v * scale[n] for n, v in zip(names, x)}
         vals["per_context_token_s"] = prof.per_context_token_s
+        vals["per_request_s"] = 0.0
         free = CurveFamily(fam.family, fam.capture_sizes, {}, fam.max_batch_tokens)
-        return np.log(np.maximum(free.step_time(vals, B), 1e-30) / target)
+        return np.log(np.maximum(free.table_time(vals, B), 1e-30) / target)
 
     res = least_squares(resid, np.ones(len(names)), bounds=(1e-6, np.inf))
     out = {n: float(v * scale[n]) for n, v in zip(names, res.x)}
     out["per_context_token_s"] = float(prof.per_context_token_s)
+    out["per_request_s"] = float(prof.per_request_s)
     return out

@@ -1,7 +1,6 @@
 """Measured hardware profile: time a model, fit the profile, compare with the roofline if asked."""
 from __future__ import annotations
 
-import platform
 from dataclasses import asdict
 from typing import Callable
 
@@ -10,31 +9,10 @@ import numpy as np
 from ..profiles.hardware import DraftSlope, HardwareProfile
 from ..profiles.curve import Curve
 from .analytic_profile import significant
-from .fit import PointError, StepFit, draft_curve, draft_slope, fit_step_time
+from .fit import PointError, StepFit, draft_curve, draft_slope, fit_step_smooth, fit_step_time
+from ..profiles.machine import cpu_identity, this_machine
 from .profiler import ProfileGrid, Timing, profile_target
 from .roofline import Roofline
-
-
-_ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "asimd", "sve")
-
-
-def cpu_identity() -> dict:
-    """The CPU's model name and the vector-ISA flags that decide its kernels (a VM's model name
-    alone, "Intel(R) Xeon(R) Processor", does not tell an AVX2 machine from an AVX-512 one)."""
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            text = f.read()
-    except OSError:
-        text = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and value.strip():
-            model = value.strip()
-        elif key in ("flags", "Features") and not flags:
-            flags = set(value.split())
-    return {"cpu": model, "isa": sorted(f for f in _ISA_FLAGS if f in flags)}
 
 
 def describe_device(device: str) -> str:
@@ -156,7 +134,10 @@ def measured_profile(timings: list[Timing], grid: ProfileGrid, device: str, name
     decode = [t for t in timings if t.op != "prefill"]
     chunks = sorted((t for t in timings if t.op == "prefill"), key=lambda t: t.width)
     separate = prefill_curve and bool(decode) and bool(chunks)
-    fit = fit_step_time(decode if separate else timings)
+    # a serving engine's iterations come at many ragged sizes: the smooth family with a
+    # per-request term, not a knot at every observed size
+    fitter = fit_step_smooth if runner == "vllm" else fit_step_time
+    fit = fitter(decode if separate else timings)
     prefill = Curve.of([t.width for t in chunks], significant(np.array([t.median_s for t in chunks]))) \
         if separate else None
     points = fit.points + ([PointError(t, float(prefill(t.width))) for t in chunks] if separate else [])
@@ -166,7 +147,7 @@ def measured_profile(timings: list[Timing], grid: ProfileGrid, device: str, name
         "notes": (f"Measured with dspark-sim profile: {RUNNER_NOTES[runner]}; medians over the "
                   "repeats after warm-up, spread p10..p90. step_time is the least-squares fit "
                   "(relative error) of T(B) + per_context_token_s x (KV tokens of the batch's "
-                  f"requests); {how}; `measurements` lists every point with the profile's "
+                  f"requests){' + per_request_s x requests (smooth family)' if runner == 'vllm' else ''}; {how}; `measurements` lists every point with the profile's "
                   "prediction and error."),
         "runner": runner,
         "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(grid).items()},
@@ -187,8 +168,41 @@ def measured_profile(timings: list[Timing], grid: ProfileGrid, device: str, name
     max_tokens = int(max(t.batch_tokens for t in timings))
     profile = HardwareProfile(
         name=name, source="measured", step_curve=Curve.of(fit.batch_tokens, significant(fit.seconds)),
-        per_context_token_s=float(significant(fit.per_context_token_s)), device=describe_device(device),
+        per_context_token_s=float(significant(fit.per_context_token_s)),
+        per_request_s=float(significant(fit.per_request_s)) if fit.per_request_s else 0.0,
+        device=describe_device(device), machine=this_machine(device),
         model=model_name, gpus_per_replica=1, max_batch_tokens=max_tokens,
         max_batch_requests=int(max(grid.batches)), draft_curves=curves, per_draft_kinds=per_draft,
         draft_slopes=slopes, prefill_curve=prefill, extra=extra)
     return profile, fit
+
+
+def refit_measured(prof: HardwareProfile) -> tuple[HardwareProfile, StepFit]:
+    """Fit a measured profile's stored points again with today's fit for its runner (the smooth
+    family with the per-request term for vLLM). Each point is rebuilt from its stored median and
+    p10/p90, so the step fit (on medians) is what a fresh `profile` would give on the same
+    timings; pooled draft medians can move slightly. Device, machine, limits and the other
+    recorded blocks are kept."""
+    from ..errors import InputError
+
+    points = prof.extra.get("measurements")
+    if prof.source != "measured" or not points:
+        raise InputError(f"profile {prof.name!r} has no measured points to refit (source "
+                         f"{prof.source})", field="measurements")
+
+    def timing(m: dict, tokens: bool) -> Timing:
+        return Timing(m["op"], m["requests"], m["width"], m["context"],
+                      [m["p10_s"], m["median_s"], m["p90_s"]], tokens=m["batch_tokens"] if tokens else None)
+
+    timings = [timing(m, True) for m in points]
+    drafts = [timing(m, False) for m in prof.extra.get("draft_measurements", [])]
+    grid = ProfileGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in prof.extra["grid"].items()})
+    runner = prof.extra.get("runner", "hf")
+    new, fit = measured_profile(timings, grid, "cpu", prof.name, prof.model, prof.extra.get("seed", 0),
+                                draft_timings=drafts, runner=runner,
+                                prefill_curve=prof.prefill_curve is not None)
+    new.device, new.machine = prof.device, dict(prof.machine)
+    new.max_batch_tokens, new.max_batch_requests = prof.max_batch_tokens, prof.max_batch_requests
+    new.kv_capacity_tokens, new.capture_sizes = prof.kv_capacity_tokens, prof.capture_sizes
+    new.extra = {**prof.extra, **{k: v for k, v in new.extra.items() if k != "runner"}}
+    return new, fit

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..fileio import LineMap, read_yaml, write_yaml_atomic
+from .cudagraph import CudaGraph
 from .curve import Curve
 from .validate import FieldChecker
 
@@ -15,7 +16,7 @@ HW_SCHEMA = "dspark-sim/hw/v1"
 HW_SOURCES = ("measured", "roofline", "constant", "fitted", "estimate")
 _KNOWN_KEYS = {"schema", "name", "source", "device", "model", "gpus_per_replica", "step_time",
                "draft_time", "kv_capacity_tokens", "max_batch_tokens", "max_batch_requests",
-               "capture_sizes", "kv_block_size", "prefill_time"}
+               "capture_sizes", "kv_block_size", "prefill_time", "cudagraph", "machine"}
 DEFAULT_KV_BLOCK_SIZE = 16     # vLLM's default block size (tokens per KV block)
 
 
@@ -38,6 +39,7 @@ class HardwareProfile:
     step_curve: Curve | None = None          # None when step time is constant
     step_constant_s: float | None = None
     per_context_token_s: float = 0.0
+    per_request_s: float = 0.0               # seconds per request in the iteration
     draft_curves: dict[str, Curve] = field(default_factory=dict)
     per_draft_kinds: frozenset[str] = frozenset()   # drafters whose cost is per sequential draft
     draft_slopes: dict[str, DraftSlope] = field(default_factory=dict)   # block drafters' cost by drafts
@@ -50,6 +52,8 @@ class HardwareProfile:
     max_batch_requests: int | None = None
     capture_sizes: tuple[int, ...] = ()      # CUDA-graph capture sizes (batch tokens), ascending
     kv_block_size: int = DEFAULT_KV_BLOCK_SIZE
+    cudagraph: CudaGraph | None = None       # capture limit and the eager term above it
+    machine: dict[str, Any] = field(default_factory=dict)   # where a measured profile was taken
     extra: dict[str, Any] = field(default_factory=dict)   # unknown keys, kept on save
 
     def padded_tokens(self, batch_tokens):
@@ -62,19 +66,31 @@ class HardwareProfile:
         idx = np.minimum(np.searchsorted(sizes, b, side="left"), len(sizes) - 1)
         return np.where((b > 0) & (b <= sizes[-1]), sizes[idx], b)
 
-    def step_time(self, batch_tokens, context_tokens=0.0, prefill_tokens=0):
-        """Seconds of one target forward over `batch_tokens` tokens attending `context_tokens` KV
-        (a step function of the padded size below the largest capture size, smooth above).
-
-        With a `prefill_time` curve, `prefill_tokens` of the batch tokens are prefill-chunk
-        tokens: the forward costs step(B) - step(P) + prefill(P) (the decode curve prices the
-        decode tokens on top of the chunks, the prefill curve the chunks themselves)."""
+    def table_time(self, batch_tokens):
+        """Seconds of the step table at B batch tokens: the curve at the padded size (a step
+        function below the largest capture size, smooth above), plus the eager term above the
+        CUDA-graph capture limit (`cudagraph`); no context, request or prefill terms."""
         base = self.step_constant_s if self.step_curve is None else \
             self.step_curve(self.padded_tokens(batch_tokens))
         if self.step_curve is None and np.ndim(batch_tokens):
             base = np.full(np.shape(batch_tokens), base)
+        if self.cudagraph is not None and self.cudagraph.has_eager:
+            base = base + self.cudagraph.eager_seconds(batch_tokens)
+        return base
+
+    def step_time(self, batch_tokens, context_tokens=0.0, prefill_tokens=0, requests=0):
+        """Seconds of one target forward over `batch_tokens` tokens attending `context_tokens` KV
+        for `requests` requests (`table_time` + per_context_token_s x context + per_request_s x
+        requests).
+
+        With a `prefill_time` curve, `prefill_tokens` of the batch tokens are prefill-chunk
+        tokens: the forward costs step(B) - step(P) + prefill(P) (the decode curve prices the
+        decode tokens on top of the chunks, the prefill curve the chunks themselves)."""
+        base = self.table_time(batch_tokens)
         if self.prefill_curve is not None and np.any(np.asarray(prefill_tokens) > 0):
             base = base + self.prefill_adjustment(prefill_tokens)
+        if self.per_request_s:
+            base = base + self.per_request_s * np.asarray(requests, dtype=float)
         return base + self.per_context_token_s * np.asarray(context_tokens, dtype=float) \
             if self.per_context_token_s else base
 
@@ -130,6 +146,8 @@ class HardwareProfile:
             step = {"batch_tokens": _plain(self.step_curve.x), "seconds": _plain(self.step_curve.y)}
         if self.per_context_token_s:
             step["per_context_token_s"] = self.per_context_token_s
+        if self.per_request_s:
+            step["per_request_s"] = self.per_request_s
         out["step_time"] = step
         if self.prefill_curve is not None:
             out["prefill_time"] = {"prefill_tokens": _plain(self.prefill_curve.x),
@@ -148,6 +166,10 @@ class HardwareProfile:
                 out[key] = getattr(self, key)
         if self.capture_sizes:
             out["capture_sizes"] = list(self.capture_sizes)
+        if self.cudagraph is not None:
+            out["cudagraph"] = self.cudagraph.to_dict()
+        if self.machine:
+            out["machine"] = dict(self.machine)
         if self.kv_block_size != DEFAULT_KV_BLOCK_SIZE:
             out["kv_block_size"] = self.kv_block_size
         out.update(self.extra)
@@ -176,6 +198,7 @@ class HardwareProfile:
             raise check.fail("source", f"must be one of {', '.join(HW_SOURCES)}, got {source!r}")
         step = check.mapping(check.require(data, "step_time"), "step_time")
         per_ctx = check.number(step.get("per_context_token_s", 0.0), "step_time.per_context_token_s", 0.0)
+        per_req = check.number(step.get("per_request_s", 0.0), "step_time.per_request_s", 0.0)
         step_curve, step_const = None, None
         if "constant_s" in step:
             step_const = check.number(step["constant_s"], "step_time.constant_s", 0.0, exclusive=True)
@@ -207,6 +230,16 @@ class HardwareProfile:
             sizes = [check.integer(v, f"capture_sizes[{i}]", 1) for i, v in enumerate(sizes)]
             check.increasing(sizes, "capture_sizes")
             optional["capture_sizes"] = tuple(sizes)
+        if data.get("cudagraph") is not None:
+            graph = CudaGraph.from_dict(data["cudagraph"], check)
+            sizes = optional.get("capture_sizes")
+            if sizes and sizes[-1] != graph.max_capture_size:
+                raise check.fail("cudagraph.max_capture_size",
+                                 f"{graph.max_capture_size} differs from the largest capture_sizes "
+                                 f"entry {sizes[-1]} (vLLM requires them equal)")
+            optional["cudagraph"] = graph
+        if data.get("machine") is not None:
+            optional["machine"] = check.mapping(data["machine"], "machine")
         if data.get("kv_block_size") is not None:
             optional["kv_block_size"] = check.integer(data["kv_block_size"], "kv_block_size", 1)
         gpus = check.integer(data.get("gpus_per_replica", 1), "gpus_per_replica", 1)
@@ -215,7 +248,7 @@ class HardwareProfile:
                 raise check.fail(key, "expected a string")
         extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
         return cls(name=name, source=source, step_curve=step_curve, step_constant_s=step_const,
-                   per_context_token_s=per_ctx, draft_curves=drafts,
+                   per_context_token_s=per_ctx, per_request_s=per_req, draft_curves=drafts,
                    per_draft_kinds=frozenset(per_draft), draft_slopes=slopes,
                    device=data.get("device", ""), model=data.get("model", ""),
                    gpus_per_replica=gpus, extra=extra, **optional)

@@ -14,6 +14,9 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
     throughput_unit: system | per_gpu         how the published throughput is stated
     fit: {family: linear | buckets | roofline, fix: {PARAM: VALUE}}
     draft_costs: {layer_share: {KIND: "D/L[:G]"}, basis, how}   how drafting is priced
+    cudagraph?: {max_capture_size, eager?: {...}, basis, how}   the engine's CUDA-graph capture
+                                              limit and eager cost above it (formats.md), with
+                                              where they came from
     baseline: ARM
     arms: [{name, label, policy, read, throughput: [...], tps_user?: {values, basis, how},
             acceptance?: {...}, budget?: {values, basis, how}}]
@@ -38,6 +41,7 @@ import numpy as np
 from ..errors import InputError
 from ..fileio import read_yaml
 from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
+from ..profiles.cudagraph import CudaGraph
 from ..profiles.validate import FieldChecker
 from ..sim.speculation.registry import check_policy_name
 
@@ -90,6 +94,8 @@ class Case:
     baseline: str
     arms: list[Arm]
     path: str = ""
+    cudagraph: CudaGraph | None = None
+    cudagraph_note: str = ""
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)
@@ -206,6 +212,11 @@ def load_case(path: str | Path) -> Case:
         check.mapping(drafts["layer_share"], "draft_costs.layer_share")
     _basis(check, drafts, "draft_costs")
     _text(check, drafts, "how", "draft_costs")
+    graph, graph_note = None, ""
+    if data.get("cudagraph") is not None:
+        spec = check.mapping(data["cudagraph"], "cudagraph")
+        graph = CudaGraph.from_dict(spec, check)
+        graph_note = f"{_basis(check, spec, 'cudagraph')}: {_text(check, spec, 'how', 'cudagraph')}"
     arms = []
     for i, spec in enumerate(check.require(data, "arms") or []):
         key = f"arms[{i}]"
@@ -238,7 +249,8 @@ def load_case(path: str | Path) -> Case:
                 prompt_tokens=_numbers(check, check.require(data, "prompt_tokens"), "prompt_tokens"),
                 output_tokens=_numbers(check, check.require(data, "output_tokens"), "output_tokens"),
                 prefill=prefill, loads=tuple(loads), throughput_unit=unit, fit=dict(fit),
-                draft_costs=dict(drafts), baseline=baseline, arms=arms, path=str(path))
+                draft_costs=dict(drafts), baseline=baseline, arms=arms, path=str(path),
+                cudagraph=graph, cudagraph_note=graph_note)
 
 
 def shipped_cases() -> dict[str, Path]:

@@ -57,6 +57,8 @@ def fit_config(case: Case, effort: dict) -> FitConfig:
                            file=case.path)
     shares = parse_layer_shares(",".join(f"{k}={v}" for k, v in
                                          (case.draft_costs.get("layer_share") or {}).items()))
+    if case.cudagraph is not None:
+        fam = replace(fam, cudagraph=case.cudagraph)
     drafts = choose_draft_costs(None, None, shares)
     drafts.origin = f"{case.draft_costs['basis']}: {case.draft_costs['how']}"
     return FitConfig(fam, name=f"{case.name}-baseline-fit", gpus=case.gpus, draft_costs=drafts,
@@ -88,6 +90,9 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             note = "the roofline family's flat part (weight_s) was not identified: every load lies " \
                    "above its knee, so weight_s = 0 (floor + per-token, linear). "
         rows = _rows(case, result, cfg, paths, progress)
+    if case.cudagraph is not None:
+        note += (f"CUDA graphs up to {case.cudagraph.max_capture_size} batch tokens, eager above "
+                 f"({case.cudagraph_note}). ")
     return CaseResult(case, result, note + cfg.draft_costs.describe(), rows)
 
 

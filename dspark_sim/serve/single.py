@@ -80,7 +80,7 @@ class ScheduledVerify:
         step = cost.step_seconds(np.arange(gamma + 2))
         # seconds of one iteration at 0..gamma+1 batch tokens with one request, without context,
         # by the drafts made (a block drafter's draft step costs less with fewer drafts)
-        self._fixed_s = {d: step + float(cost.draft_seconds(np.array([1]), np.array([d]))[0])
+        self._fixed_s = {d: step + float(cost.requests_seconds(np.array([1]), np.array([d]))[0])
                          for d in range(1, gamma + 1)}
         self._plain_s = float(step[1])                      # no draft step
         self._per_context_s = cost.per_context

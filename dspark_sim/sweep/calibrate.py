@@ -228,9 +228,9 @@ class Calibration:
             return np.array([self.fam.step_time(params, obs.batch_tokens, obs.context_tokens)])
         C, k = m["users"], m["k"]
         B = C * (1 + k) + C * m["prefill_per_user"]
-        T = float(self.fam.step_time(params, B, C * m["ctx"]))
+        T = float(self.fam.step_time(params, B, C * m["ctx"], C))
         if m["kind"]:
-            T += self.cfg.draft_costs.seconds(m["kind"], lambda b: self.fam.step_time(params, b), C, k)
+            T += self.cfg.draft_costs.seconds(m["kind"], lambda b: self.fam.table_time(params, b), C, k)
         return np.array([m["tau"] / T, C * m["tau"] / T / self.cfg.gpus])
 
     @staticmethod
@@ -265,7 +265,8 @@ class Calibration:
         t_min = float(t[:, 0].min())
         guess = {"floor_s": 0.5 * t_min, "weight_s": 0.5 * t_min,
                  "per_token_s": 0.5 * t_min / float(t[:, 1].max()),
-                 "per_context_token_s": 0.1 * t_min / float(t[:, 2].max())}
+                 "per_context_token_s": 0.1 * t_min / float(t[:, 2].max()),
+                 "per_request_s": 0.1 * t_min / float(t[:, 1].max())}
         return np.array([guess[p] for p in self.free])
 
     def _vector(self, x: np.ndarray) -> dict[str, float]:

@@ -95,13 +95,19 @@ def test_impossible_observation_exits_2_naming_the_point_nothing_written(tmp_pat
     assert not list(tmp_path.glob("fit*"))
 
 
-def test_fit_cli_prints_draft_source_and_records_priors(tmp_path, capsys):
+def _two_point_obs(tmp_path):
+    """Two no-speculation observations (8 and 512 users) of the known roofline curve."""
     fam = CurveFamily("roofline", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048)
     pts = simulated(fam, KNOWN, (8, 512))
     obs = tmp_path / "obs.yaml"
     _write_obs(obs, [{"policy": "ar", "concurrency": p.concurrency, "tps_user": p.tps_user,
                       "throughput_tok_s_per_gpu": p.throughput_tok_s_per_gpu, "prompt_tokens": 500,
                       "output_tokens": 200} for p in pts])
+    return obs
+
+
+def test_fit_cli_prints_draft_source_and_records_priors(tmp_path, capsys):
+    obs = _two_point_obs(tmp_path)
     out = tmp_path / "fit.yaml"
     rc = main(["profile", "fit", str(obs), "--out", str(out), "--family", "roofline", "--fix",
                "per_context_token_s=0", "--roofline", "h200-qwen3-8b-roofline", "--bootstrap", "10",
@@ -114,3 +120,20 @@ def test_fit_cli_prints_draft_source_and_records_priors(tmp_path, capsys):
     assert fit["draft_costs"]["source"] == "roofline" and set(fit["priors"]["centres"]) == \
         {"floor_s", "weight_s", "per_token_s"}
     assert fit["draws"] and fit["observed_range"]["users"] == [8.0, 512.0]
+
+
+def test_fit_frees_per_request_s_with_a_roofline_prior(tmp_path, capsys):
+    """Issue 41: a roofline with a per-request cost makes per_request_s a fitted parameter with
+    that prior (two no-speculation points cannot identify it; the prior does)."""
+    obs = _two_point_obs(tmp_path)
+    roof = load_hw_profile("h200-qwen3-8b-roofline")
+    roof.per_request_s = 2e-5
+    roof.save(tmp_path / "roof.yaml")
+    out = tmp_path / "fit.yaml"
+    assert main(["profile", "fit", str(obs), "--out", str(out), "--family", "roofline", "--fix",
+                 "per_context_token_s=0", "--roofline", str(tmp_path / "roof.yaml"), "--bootstrap", "10",
+                 "--rounds", "1", "--requests-per-user", "3", "--frontier-points", "2",
+                 "--max-batch-tokens", "2048"]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["fit"]["priors"]["centres"]["per_request_s"] == pytest.approx(2e-5)
+    assert doc["step_time"]["per_request_s"] > 0

@@ -94,6 +94,10 @@ RULES = {
     "an iteration's time: step + prefill + attention, rounded":
         (r"context_ns \*|prefill_ns\[|step_ns\[",
          {"sim/cost/iteration.py", "sim/engines/stretch.py", "sim/engines/stretch_kernel.pyx"}),
+    "the per-request term, per_request_s x requests in the iteration (issue 41)":
+        (r"per_request\w* \*|_request_ns \*", {"sim/cost/iteration.py"}),
+    "the eager term of a step above the CUDA-graph capture limit (issue 41)":
+        (r"eager_seconds|max_capture_size|\.cudagraph\b", {"sim/cost/iteration.py"}),
 }
 
 

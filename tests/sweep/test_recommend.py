@@ -140,3 +140,23 @@ def test_recommend_prefers_a_fixed_k_unless_the_rest_pays(tmp_path):
         assert choice["gain_vs_best_fixed"] == 0
         assert set(choice["speculative_config"]) == {"method", "num_speculative_tokens"}
     assert main(args + ["--min-gain", "10", "--out", str(tmp_path / "b")]) == 2
+
+
+def test_recommend_sees_the_cuda_graph_capture_limit(tmp_path):
+    """Issue 41: the same GPU with a 16-token capture limit and a 200 ms eager step above it.
+    Without the limit a fixed K of 3 or more is recommended at a loose SLA; with it the best
+    fixed K shrinks (verify batches above 16 tokens run eagerly) and the answer's throughput
+    falls with it."""
+    flat = dict(s0=0.01, s1=1e-5)
+    free = write_linear_hw(tmp_path / "free.yaml", **flat)
+    capped = write_linear_hw(tmp_path / "capped.yaml", **flat, cudagraph={
+        "max_capture_size": 16, "eager": {"floor_s": 0.2, "per_token_s": 0.0, "source": "given"}})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _, without = _recommend(tmp_path / "a", "--hw", str(free), sla="5")
+    _, with_limit = _recommend(tmp_path / "b", "--hw", str(capped), sla="5")
+    free_k, capped_k = (int(d["choices"][0]["best_fixed"].split("-")[1]) for d in (without, with_limit))
+    assert without["choices"][0]["policy"] == f"static-{free_k}" and free_k >= 3
+    assert capped_k < free_k           # the best fixed K shrinks to stay near the graphs
+    assert with_limit["choices"][0]["throughput_tok_s_per_gpu"] < \
+        0.5 * without["choices"][0]["throughput_tok_s_per_gpu"]

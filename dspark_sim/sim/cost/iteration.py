@@ -23,12 +23,21 @@ INITIAL_REQUESTS = 256
 
 
 class IterationCost:
-    """Seconds of one iteration: draft_time(kind, R, drafts) + step_time(B, context, P).
+    """Seconds of one iteration: draft_time(kind, R, drafts) + per_request_s x R +
+    step_time(B, context, P), where the step table at B includes the eager term above the
+    profile's CUDA-graph capture limit (`HardwareProfile.table_time`).
 
     Drafting by request count R and drafts k per request is fixed(R) + k x slope(R) for k > 0
     (0 at k = 0): a `per_draft` drafter has fixed 0 and its table as slope, a block drafter with
     `per_draft_seconds` both, other drafters only fixed. With a prefill curve an iteration with
     P prefill-chunk tokens adds prefill(P) - step(P) (`prefill_ns`, 0 at P = 0).
+
+    The request-count part of an iteration (drafting + per_request_s x R, R = decoding
+    requests) is what the engines pass as `fixed_ns` (`fixed_drafts`, `draft_ns_one`); the
+    requests with a prefill chunk count as one more request, charged in `prefill_ns` (an
+    iteration's chunks are counted as one request's: the engines pass the chunk tokens, not how
+    many requests they belong to). With per_request_s = 0 and no eager term every table is
+    today's to the bit.
 
     It also gives the speculation scheduler its view of the engine, `scheduler_sps(B, R)`:
     iterations per second at B batch tokens with R decoding requests, counting the drafting
@@ -51,7 +60,9 @@ class IterationCost:
         self.per_draft = self.kind in hw.per_draft_kinds
         self._slope = hw.draft_slopes.get(self.kind) if self.kind else None
         self.linear = self._slope is not None       # block drafter priced by drafts made
-        self.has_prefill = hw.prefill_curve is not None
+        self.per_request = float(hw.per_request_s)
+        self._request_ns = self.per_request * NS
+        self.has_prefill = hw.prefill_curve is not None or bool(self.per_request)
         self._slope_s = self._slope_ns = np.zeros(0)
         self.prefill_ns: np.ndarray | None = None    # by prefill tokens, when has_prefill
         self.per_context = float(hw.per_context_token_s)
@@ -71,16 +82,19 @@ class IterationCost:
         self.min_step_ns = max(1, int(to_ns(lowest)))   # lower bound of any iteration's duration
 
     def _step_base(self, b: np.ndarray) -> np.ndarray:
-        if self.hw.step_curve is None:
+        if self.hw.step_curve is None and self.hw.cudagraph is None:
             return np.full(len(b), float(self.hw.step_constant_s))
-        return np.asarray(self.hw.step_curve(self.hw.padded_tokens(b)), dtype=float)
+        return np.asarray(self.hw.table_time(b), dtype=float)
 
     def _grow_step(self, n: int) -> None:
         size = max(n, min(2 * len(self._step), self._token_cap))
         self._step = self._step_base(np.arange(size, dtype=float))
         self._step_ns = np.maximum(self._step * NS, 1.0)      # an iteration lasts >= 1 ns
         if self.has_prefill:
-            self.prefill_ns = np.asarray(self.hw.prefill_adjustment(np.arange(size)), dtype=float) * NS
+            p = np.arange(size)
+            self.prefill_ns = np.asarray(self.hw.prefill_adjustment(p), dtype=float) * NS
+            if self.per_request:      # the requests with a prefill chunk, counted as one
+                self.prefill_ns = self.prefill_ns + np.where(p > 0, self._request_ns, 0.0)
 
     def _grow_draft(self, n: int) -> None:
         size = max(n, min(2 * len(self._draft), self._request_cap))
@@ -113,16 +127,17 @@ class IterationCost:
         return fixed + drafts * slope if self.linear else fixed
 
     def draft_ns_one(self, requests: int, drafts: int) -> float:
-        """Drafting nanoseconds of one iteration: `requests` decoding requests making `drafts`
-        sequential drafts each (for policies whose drafts vary; the others index
-        `fixed_drafts`)."""
+        """Request-count nanoseconds of one iteration (drafting + per_request_s x R): `requests`
+        decoding requests making `drafts` sequential drafts each (for policies whose drafts
+        vary; the others index `fixed_drafts`)."""
         if requests >= len(self._draft_ns):
             self._fit(requests, 0)
         if self._py_draft is None or len(self._py_draft[0]) != len(self._draft_ns):
             self._py_draft = (self._draft_ns.tolist(),
                               self._slope_ns.tolist() if self.linear else [0.0] * len(self._draft_ns))
         draft, slope = self._py_draft
-        return self.drafting_one(draft[requests], slope[requests], drafts)
+        ns = self.drafting_one(draft[requests], slope[requests], drafts)
+        return ns + self._request_ns * requests if self.per_request else ns
 
     def iteration_ns_one(self, fixed_ns: float, batch_tokens: int, prefill_tokens: int,
                          context: int) -> int:
@@ -159,12 +174,12 @@ class IterationCost:
 
     def scheduler_fixed_s(self, requests) -> np.ndarray:
         """Seconds of an iteration with R decoding requests that do not depend on its batch
-        tokens, as the scheduler sees them: drafting + attention over the typical context."""
+        tokens, as the scheduler sees them: drafting + per-request term + attention over the
+        typical context."""
         r = np.asarray(requests, dtype=np.int64)
         self._fit(int(r.max(initial=0)), 0)
-        draft = self.drafting(self._draft[r], self._slope_s[r] if self.linear else None,
-                              self.scheduler_drafts)
-        return draft + self.per_context * self.scheduler_context * r
+        return self.requests_seconds(r, self.scheduler_drafts) + \
+            self.per_context * self.scheduler_context * r
 
     def scheduler_sps(self, batch_tokens, requests) -> np.ndarray:
         """Iterations per second the scheduler expects at B batch tokens and R decoding
@@ -217,6 +232,13 @@ class IterationCost:
         self._fit(int(r.max(initial=0)), 0)
         return self.drafting(self._draft[r], self._slope_s[r] if self.linear else None, drafts)
 
+    def requests_seconds(self, requests, drafts) -> np.ndarray:
+        """Seconds of an iteration that depend on its decoding requests alone: `draft_seconds`
+        + per_request_s x R (what a policy comparing verify lengths adds to `step_seconds`)."""
+        draft = self.draft_seconds(requests, drafts)
+        return draft + self.per_request * np.asarray(requests, dtype=np.int64) \
+            if self.per_request else draft
+
     def iteration_ns(self, requests: np.ndarray, batch_tokens: np.ndarray, context: np.ndarray,
                      drafts, prefill_first: int = 0) -> np.ndarray:
         """Nanoseconds of each iteration (vectorised), as integer-valued floats (>= 1):
@@ -228,12 +250,17 @@ class IterationCost:
         self._fit(int(requests.max(initial=0)), int(batch_tokens.max(initial=0)))
         draft = self.drafting(self._draft_ns[requests], self._slope_ns[requests] if self.linear else None,
                               drafts)
+        if self.per_request:
+            draft = draft + self._request_ns * requests
         return self._finish_ns(draft, batch_tokens, context, prefill_first)
 
     def fixed_drafts(self, drafts: int) -> np.ndarray:
-        """Draft nanoseconds by request count for a policy that always makes `drafts` drafts
-        (same arithmetic as `iteration_ns`)."""
-        return self.drafting(self._draft_ns, self._slope_ns if self.linear else None, drafts)
+        """Request-count nanoseconds (drafting + per_request_s x R) by request count for a
+        policy that always makes `drafts` drafts (same arithmetic as `iteration_ns`)."""
+        table = self.drafting(self._draft_ns, self._slope_ns if self.linear else None, drafts)
+        if self.per_request:
+            table = table + self._request_ns * np.arange(len(table), dtype=np.int64)
+        return table
 
     def fixed_drafts_list(self, drafts: int, requests: int) -> list[float]:
         """`fixed_drafts` as a python list covering 0..requests (for per-iteration python code)."""
@@ -285,14 +312,12 @@ class IterationCost:
         sizes = self.hw.capture_sizes
         if not sizes:
             self._fit(size_r, size_t)
-            draft = self.drafting(self._draft[:size_r + 1],
-                                  self._slope_s[:size_r + 1] if self.linear else None, d)
+            draft = self.requests_seconds(np.arange(size_r + 1), d)
             return 1e3 * draft, 1e3 * self._step[:size_t + 1]
         verify_sizes = profile_sizes(sizes, max_batch_tokens)
         request_sizes = sorted({min(s, max_requests) for s in sizes})
         self._fit(max(request_sizes), 0)
-        draft = self.drafting(self._draft[request_sizes],
-                              self._slope_s[request_sizes] if self.linear else None, d)
+        draft = self.requests_seconds(np.asarray(request_sizes), d)
         # the step cost at each profiled size, however large, without a dense table up to it
         verify = self._step_base(np.asarray(verify_sizes, dtype=float))
         return build_cost_tables(list(zip(request_sizes, 1e3 * draft)),

@@ -163,7 +163,7 @@ class Goodput(Policy):
         tokens = n[:, None] + np.concatenate([np.zeros((len(n), 1)), np.cumsum(gain, axis=1)], axis=1)
         k = np.arange(self.gamma + 1)
         batch = (base + n)[:, None] + n[:, None] * k[None, :]
-        seconds = cost.step_seconds(batch) + cost.draft_seconds(np.broadcast_to(n[:, None], batch.shape),
+        seconds = cost.step_seconds(batch) + cost.requests_seconds(np.broadcast_to(n[:, None], batch.shape),
                                                                 np.broadcast_to(k, batch.shape))
         rate = np.where(n[:, None] * k[None, :] <= cap[:, None], tokens / seconds, -np.inf)
         return rate.argmax(axis=1)
@@ -193,7 +193,7 @@ class _GoodputPlan(Plan):
         step, _ = cost.seconds_lists(r, base + r * (self.policy.gamma + 1))
         if self._drafting is None:         # seconds of drafting k = 0..gamma at this r
             ks = np.arange(len(self._tokens))
-            self._drafting = cost.draft_seconds(np.full(len(ks), r), ks).tolist()
+            self._drafting = cost.requests_seconds(np.full(len(ks), r), ks).tolist()
         drafting = self._drafting
         best_k, best = 0, -np.inf
         for k, tokens in enumerate(self._tokens):
