@@ -43,7 +43,8 @@ def _print_choice(c: dict, drafter: str) -> None:
         others = [b or "none (unmet)" for b in spread["best_per_draw"] if b != c["policy"]]
         holds = (f"the best setting is {c['policy']} under all {spread['draws']} draws" if not others else
                  f"the best setting CHANGES under {len(others)} of {spread['draws']} draws "
-                 f"({', '.join(dict.fromkeys(others))})")
+                 f"({', '.join(dict.fromkeys(others))}), where {c['policy']} gives up at most "
+                 f"{spread['loss_vs_draw_best_max']:.1%} of the draw's best tok/s/GPU")
         typer.echo(f"  fit interval: {spread['throughput_low']:,.0f}-{spread['throughput_high']:,.0f} "
                    f"tok/s/GPU{gain}; {holds}")
     if c.get("outside_observed"):

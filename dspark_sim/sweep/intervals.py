@@ -64,22 +64,29 @@ def check_spread_draws(n: int) -> None:
                          field="spread-draws")
 
 
-def fit_spread(hw: HardwareProfile) -> FitSpread | None:
-    """The profile's fit draws, or None when it has none (see `no_spread_reason`)."""
+def fit_spread(hw: HardwareProfile, file: str | Path | None = None) -> FitSpread | None:
+    """The profile's fit draws, or None when it has none (see `no_spread_reason`); a malformed
+    fit block is an InputError naming `file` (the profile's path) and the field."""
     fit = hw.extra.get("fit")
     if not isinstance(fit, dict) or not fit.get("draws"):
         return None
-    fam = family_from_dict(fit.get("family") or {}, hw.name)
+    file = file or hw.name
+    fam = family_from_dict(fit.get("family") or {}, file)
     draws = fit["draws"]
     if not isinstance(draws, list) or not all(isinstance(d, dict) for d in draws):
-        raise InputError("expected a list of parameter mappings", file=hw.name, field="fit.draws")
+        raise InputError("expected a list of parameter mappings", file=file, field="fit.draws")
+    out = []
     for i, d in enumerate(draws):
         missing = set(fam.params) - set(d)
         if missing:
-            raise InputError(f"draw {i} lacks {', '.join(sorted(missing))}", file=hw.name,
-                             field=f"fit.draws[{i}]")
-    return FitSpread(hw, fam, [{k: float(v) for k, v in d.items()} for d in draws],
-                     dict(fit.get("observed_range") or {}))
+            raise InputError(f"lacks {', '.join(sorted(missing))}", file=file, field=f"fit.draws[{i}]")
+        try:
+            out.append({k: float(v) for k, v in d.items()})
+        except (TypeError, ValueError):
+            raise InputError(f"expected numbers, got {d}", file=file, field=f"fit.draws[{i}]") from None
+        if any(not np.isfinite(v) or v < 0 for v in out[-1].values()):
+            raise InputError(f"expected finite numbers >= 0, got {d}", file=file, field=f"fit.draws[{i}]")
+    return FitSpread(hw, fam, out, dict(fit.get("observed_range") or {}))
 
 
 def no_spread_reason(hw: HardwareProfile) -> str:
@@ -274,10 +281,12 @@ def flag_outside(table, results, spread: FitSpread | None):
 
 
 def rerun_on_draws(result: Any, hw: HardwareProfile, n: int, where: list[Operating], cache_dir,
-                   rerun: Callable[[str, str], Any]) -> tuple[FitSpread | None, list[int], list[Any]]:
-    """Pick the draws (`prepare_draws`), call `rerun(hw_path, progress_label)` once per draw,
-    add the reruns' cached / computed counts to `result`'s; the spread, the draws, the reruns."""
-    spread, indices, paths = prepare_draws(hw, n, where, cache_dir)
+                   rerun: Callable[[str, str], Any], file: str | Path | None = None
+                   ) -> tuple[FitSpread | None, list[int], list[Any]]:
+    """Pick the draws (`prepare_draws`; `file`: the profile's path, for errors), call
+    `rerun(hw_path, progress_label)` once per draw, add the reruns' cached / computed counts to
+    `result`'s; the spread, the draws, the reruns."""
+    spread, indices, paths = prepare_draws(hw, n, where, cache_dir, file)
     subs = [rerun(str(p), f"fit draw {i + 1}/{len(paths)}") for i, p in enumerate(paths)]
     for attr in ("cached", "computed"):
         if hasattr(result, attr):
@@ -304,12 +313,12 @@ def context_per_request(trace) -> float:
     return float(np.mean(trace.prompt_tokens + trace.output_tokens / 2.0)) if len(trace) else 0.0
 
 
-def prepare_draws(hw: HardwareProfile, n: int, where: list[Operating],
-                  cache_dir: str | Path | None) -> tuple[FitSpread | None, list[int], list[Path]]:
+def prepare_draws(hw: HardwareProfile, n: int, where: list[Operating], cache_dir: str | Path | None,
+                  file: str | Path | None = None) -> tuple[FitSpread | None, list[int], list[Path]]:
     """The spread of `hw`, the chosen draws and their profile files (beside the cache, or in
     the temp folder without one). No spread or n = 0: nothing to run."""
     check_spread_draws(n)
-    spread = fit_spread(hw)
+    spread = fit_spread(hw, file)
     if spread is None or n == 0:
         return spread, [], []
     indices = pick_draws(spread, n, where)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..profiles.registry import hw_profile_path
 from ..sim.cluster.router import ROUTER_ALIASES
 from ..sim.cluster.run import PREFILL_MODES
 from ..sim.defaults import DEFAULT_HW
@@ -27,7 +28,8 @@ from .cache import PointCache
 from .executors import run_points
 from .frontier import format_gain, parse_statistic, tps_of
 from .intervals import (SPREAD_DRAWS, Operating, check_spread_draws, context_per_request, describe,
-                        interval_text, merge_intervals, outside_observed, rerun_on_draws)
+                        fit_spread, interval_text, merge_intervals, outside_observed,
+                        rerun_on_draws)
 from .overload import overload_reason
 from .run import SweepConfig, kv_note, resolve_inputs
 from .spec import Point
@@ -138,6 +140,7 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
     trace, hw_path, accs, hw = resolve_inputs(SweepConfig(cfg.trace, cfg.policies, hw=cfg.hw,
                                                           acceptance=cfg.acceptance,
                                                           max_requests=cfg.max_requests))
+    fit_spread(hw, hw_path)                           # a malformed fit block: bad input, before any run
     baseline, why = resolve_baseline(cfg.baseline, cfg.policies, hw.model)
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode="rate",
                  load=cfg.rate_scale, router=ROUTER_ALIASES[cfg.router], max_requests=cfg.max_requests,
@@ -182,7 +185,8 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
     spread, indices, subs = rerun_on_draws(out, hw, cfg.spread_draws, where, cache_dir,
                                            lambda path, label: plan_capacity(
         replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, workers=workers, executor=executor,
-        show_progress=show_progress, ray_address=ray_address, what=label))
+        show_progress=show_progress, ray_address=ray_address, what=label),
+        file=hw_profile_path(cfg.hw))
     tables = [s.table for s in subs]
     if tables:
         out.table = merge_intervals(out.table, tables, ("policy",),

@@ -29,7 +29,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..fileio import write_json_atomic, write_text_atomic
-from ..profiles.registry import acceptance_profile_path, load_acceptance_profile, load_hw_profile
+from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
+                                 load_hw_profile)
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 from ..sim.speculation.spec_config import BatchSchedule, parse_schedule, vllm_method
 from .baseline import AUTO, has_mtp_head, resolve_baseline
@@ -37,8 +38,9 @@ from .deploy import deployment
 from ..traces import shipped_trace
 from ..traces.schema import load_trace
 from .frontier import THROUGHPUT, aggregate, sla_table, tps_column
-from .intervals import (SPREAD_DRAWS, check_spread_draws, context_per_request, describe,
-                        flag_outside, interval_text, merge_intervals, operating_points, rerun_on_draws)
+from .intervals import (SPREAD_DRAWS, check_spread_draws, context_per_request, describe, fit_spread,
+                        flag_outside, interval_text, merge_intervals, operating_points,
+                        rerun_on_draws)
 from .run import SweepConfig, kv_note, run_sweep, write_table
 from .tables import sla_markdown, unmet_text
 
@@ -139,6 +141,7 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
         raise InputError(f"must be in [0, 10), got {cfg.min_gain}", field="min-gain")
     acc = load_acceptance_profile(acceptance_profile_path(cfg.acceptance))
     hw = load_hw_profile(cfg.hw)
+    fit_spread(hw, hw_profile_path(cfg.hw))           # a malformed fit block: bad input, before any run
     mtp_head = has_mtp_head(hw.model)
     gamma, method = acc.gamma, vllm_method(acc.drafter_kind)
     statics = [f"static-{k}" for k in range(1, gamma + 1)]
@@ -211,7 +214,8 @@ def _add_intervals(rec: Recommendation, hw, cache_dir, run_kw: dict[str, Any]) -
     where = operating_points(rec.sla, rec.results, ctx, rec.baseline)
     spread, indices, subs = rerun_on_draws(rec, hw, cfg.spread_draws, where, cache_dir,
                                            lambda path, label: recommend(
-        replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, what=label, **run_kw))
+        replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, what=label, **run_kw),
+        file=hw_profile_path(cfg.hw))
     rec.wall_s += sum(s.wall_s for s in subs)
     if subs:
         rec.sla = merge_intervals(rec.sla, [s.sla for s in subs], ("policy", "sla_tps_user"),
@@ -228,12 +232,17 @@ def _add_intervals(rec: Recommendation, hw, cache_dir, run_kw: dict[str, Any]) -
         row = rec.sla[(rec.sla["policy"] == choice["policy"])
                       & (rec.sla["sla_tps_user"] == choice["sla_tps_user"])].iloc[0]
         best = [s.choices[i]["policy"] for s in subs]
+        # what keeping this choice costs under a draw whose own best differs (0 when it is the same)
+        kept = [_value(s.sla, choice["policy"], choice["sla_tps_user"]) for s in subs]
+        tops = [s.choices[i]["throughput_tok_s_per_gpu"] for s in subs]
+        loss = [1.0 - k / t if t > 0 else 0.0 for k, t in zip(kept, tops)]
         choice["interval"] = {
             "throughput_low": float(row[f"{THROUGHPUT}_low"]),
             "throughput_high": float(row[f"{THROUGHPUT}_high"]),
             "gain_vs_baseline_low": _finite(row.get("gain_vs_baseline_low")),
             "gain_vs_baseline_high": _finite(row.get("gain_vs_baseline_high")),
             "best_per_draw": best, "same_choice": all(b == choice["policy"] for b in best),
+            "loss_vs_draw_best_max": float(max(loss)),
             "draws": len(subs)}
     rec.fit_spread, rec.spread_note = describe(spread, indices, hw), interval_text(spread, indices, hw)
 

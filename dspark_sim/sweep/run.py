@@ -29,8 +29,9 @@ from .baseline import AUTO, resolve_baseline, with_ar
 from .cache import PointCache
 from .executors import run_points
 from .frontier import THROUGHPUT, parse_statistic, sla_table, stat_label, tps_column
-from .intervals import (SPREAD_DRAWS, check_spread_draws, context_per_request, describe,
-                        flag_outside, interval_text, merge_intervals, operating_points, rerun_on_draws)
+from .intervals import (SPREAD_DRAWS, check_spread_draws, context_per_request, describe, fit_spread,
+                        flag_outside, interval_text, merge_intervals, operating_points,
+                        rerun_on_draws)
 from .overload import DEFAULT_TTFT_P99_BOUND_S, overload_reason
 from .point import PERCENTILES
 from .tables import sla_markdown
@@ -227,6 +228,7 @@ def run_sweep(cfg: SweepConfig, *, cache_dir: str | Path | None = None, workers:
     SLA table gets their range (intervals.py)."""
     t0 = time.perf_counter()
     points, values, hw = build_points(cfg)
+    fit_spread(hw, hw_profile_path(cfg.hw))          # a malformed fit block: bad input, before any run
     baseline, why = resolve_baseline(cfg.baseline, cfg.policies, hw.model)
     cache = PointCache(cache_dir)
     keys = {p: p.key() for p in points}
@@ -255,7 +257,8 @@ def run_sweep(cfg: SweepConfig, *, cache_dir: str | Path | None = None, workers:
     spread, indices, subs = rerun_on_draws(out, hw, cfg.spread_draws, where, cache_dir,
                                            lambda path, label: run_sweep(
         replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, workers=workers, executor=executor,
-        show_progress=show_progress, ray_address=ray_address, what=label))
+        show_progress=show_progress, ray_address=ray_address, what=label),
+        file=hw_profile_path(cfg.hw))
     tables = [s.sla for s in subs]
     if tables:
         out.sla = merge_intervals(out.sla, tables, ("policy", "sla_tps_user"),

@@ -116,6 +116,7 @@ def test_plan_and_recommend_carry_the_interval(inputs, capsys):
     assert len(iv["best_per_draw"]) == 2 and iv["same_choice"] == all(
         b == choice["policy"] for b in iv["best_per_draw"])
     assert ("under all 2 draws" in out) == iv["same_choice"]
+    assert iv["loss_vs_draw_best_max"] >= 0.0 and (iv["loss_vs_draw_best_max"] == 0.0 or not iv["same_choice"])
 
 
 @pytest.mark.parametrize("cmd", ["sweep", "plan", "recommend"])
@@ -126,3 +127,20 @@ def test_bad_spread_draws_exits_2_naming_the_field(inputs, cmd, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "spread-draws" in err and "Traceback" not in err
     assert not (tmp / "o").exists()
+
+
+def test_a_malformed_draw_exits_2_naming_the_file_and_field(inputs, capsys):
+    import yaml
+
+    tmp, trace, acc = inputs
+    hw, _ = write_fitted(tmp / "fit.yaml", 0.1)
+    doc = yaml.safe_load(hw.read_text())
+    del doc["fit"]["draws"][3]["per_token_s"]
+    hw.write_text(yaml.safe_dump(doc))
+    rc = main(["sweep", "--trace", str(trace), "--hw", str(hw), "--policies", "static-2",
+               "--acceptance", str(acc), "--points", "2", "--load-range", "1,8",
+               "--requests-per-user", "3", "--sla", "60", "--out", str(tmp / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "fit.yaml" in err and "fit.draws[3]" in err and "per_token_s" in err
+    assert "Traceback" not in err
+    assert not (tmp / "o").exists()                   # refused before any point ran
