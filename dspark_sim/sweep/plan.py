@@ -179,14 +179,15 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
     table = _cost_table(searches, seen, cfg, hw.gpus_per_replica, baseline)
     out = PlanResult(cfg, table, evaluations, cached, computed, time.perf_counter() - t0,
                      baseline=baseline, baseline_reason=why, kv_note=kv_note(hw))
-    ctx = context_per_request(load_trace(trace))
+    spread = fit_spread(hw, hw_path)
+    ctx = context_per_request(load_trace(trace)) if spread is not None and cfg.spread_draws else 0.0
     where = [Operating(r.decoding * r.verify_tokens, r.decoding * ctx, r.policy not in ("ar", baseline))
              for r in table.itertuples() if r.status == "ok"]
-    spread, indices, subs = rerun_on_draws(out, hw, cfg.spread_draws, where, cache_dir,
-                                           lambda path, label: plan_capacity(
-        replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, workers=workers, executor=executor,
-        show_progress=show_progress, ray_address=ray_address, what=label),
-        file=hw_profile_path(cfg.hw))
+    spread, indices, subs = rerun_on_draws(
+        out, hw, cfg.spread_draws, where, cache_dir, file=hw_path,
+        rerun=lambda path, label: plan_capacity(
+            replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, workers=workers, executor=executor,
+            show_progress=show_progress, ray_address=ray_address, what=label))
     tables = [s.table for s in subs]
     if tables:
         out.table = merge_intervals(out.table, tables, ("policy",),

@@ -210,12 +210,13 @@ def _add_intervals(rec: Recommendation, hw, cache_dir, run_kw: dict[str, Any]) -
     each choice (`interval`: throughput and gain of the chosen setting, the best setting under
     each draw, whether it stays the same); operating points beyond the fit's loads flagged."""
     cfg = rec.config
-    ctx = context_per_request(load_trace(shipped_trace(cfg.trace)))
-    where = operating_points(rec.sla, rec.results, ctx, rec.baseline)
-    spread, indices, subs = rerun_on_draws(rec, hw, cfg.spread_draws, where, cache_dir,
-                                           lambda path, label: recommend(
-        replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, what=label, **run_kw),
-        file=hw_profile_path(cfg.hw))
+    spread = fit_spread(hw, hw_profile_path(cfg.hw))
+    where = operating_points(rec.sla, rec.results, context_per_request(load_trace(shipped_trace(cfg.trace))),
+                             rec.baseline) if spread is not None and cfg.spread_draws else []
+    spread, indices, subs = rerun_on_draws(
+        rec, hw, cfg.spread_draws, where, cache_dir, file=hw_profile_path(cfg.hw),
+        rerun=lambda path, label: recommend(replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir,
+                                            what=label, **run_kw))
     rec.wall_s += sum(s.wall_s for s in subs)
     if subs:
         rec.sla = merge_intervals(rec.sla, [s.sla for s in subs], ("policy", "sla_tps_user"),

@@ -252,22 +252,30 @@ def run_sweep(cfg: SweepConfig, *, cache_dir: str | Path | None = None, workers:
     out = SweepResult(cfg, results, sla, cached=len(points) - len(todo), computed=len(todo),
                       wall_s=time.perf_counter() - t0, load_values=values, baseline_reason=why,
                       kv_note=kv_note(hw))
-    where = operating_points(sla, results, context_per_request(load_trace(shipped_trace(cfg.trace))),
-                             baseline)
-    spread, indices, subs = rerun_on_draws(out, hw, cfg.spread_draws, where, cache_dir,
-                                           lambda path, label: run_sweep(
-        replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, workers=workers, executor=executor,
-        show_progress=show_progress, ray_address=ray_address, what=label),
-        file=hw_profile_path(cfg.hw))
-    tables = [s.sla for s in subs]
-    if tables:
-        out.sla = merge_intervals(out.sla, tables, ("policy", "sla_tps_user"),
-                                  {THROUGHPUT: True, "gain_vs_baseline": False})
-    if spread is not None:
-        out.sla = flag_outside(out.sla, results, spread)
-    out.fit_spread, out.spread_note = describe(spread, indices, hw), interval_text(spread, indices, hw)
+    _add_intervals(out, hw, baseline, cache_dir, dict(workers=workers, executor=executor,
+                                                      show_progress=show_progress, ray_address=ray_address))
     out.wall_s = time.perf_counter() - t0
     return out
+
+
+def _add_intervals(out: SweepResult, hw, baseline: str | None, cache_dir, run_kw: dict[str, Any]) -> None:
+    """Sweep again under the fit's representative draws (a fitted profile with draws, and
+    spread_draws > 0): their range into the SLA table; operating points beyond the fit's loads
+    flagged; the interval's description (or 'no fit spread') for the outputs."""
+    cfg = out.config
+    spread = fit_spread(hw, hw_profile_path(cfg.hw))
+    where = operating_points(out.sla, out.results, context_per_request(load_trace(shipped_trace(cfg.trace))),
+                             baseline) if spread is not None and cfg.spread_draws else []
+    spread, indices, subs = rerun_on_draws(
+        out, hw, cfg.spread_draws, where, cache_dir, file=hw_profile_path(cfg.hw),
+        rerun=lambda path, label: run_sweep(replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir,
+                                            what=label, **run_kw))
+    if subs:
+        out.sla = merge_intervals(out.sla, [s.sla for s in subs], ("policy", "sla_tps_user"),
+                                  {THROUGHPUT: True, "gain_vs_baseline": False})
+    if spread is not None:
+        out.sla = flag_outside(out.sla, out.results, spread)
+    out.fit_spread, out.spread_note = describe(spread, indices, hw), interval_text(spread, indices, hw)
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> list[Path]:
