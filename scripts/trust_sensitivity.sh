@@ -7,7 +7,7 @@ D=${1:-runs/trust/sensitivity}
 mkdir -p "$D"
 PY=${PY:-.venv/bin/python}
 DS=${DS:-.venv/bin/dspark-sim}
-COMMON="--trace chat-heavy-10min --policies dspark --sla 50,100 --points 6 --load-range 4,256 --requests-per-user 8 --workers 1 --cache $D/cache"
+COMMON="--trace chat-heavy-10min --policies dspark --sla 50,100 --points 12 --load-range 4,256 --requests-per-user 8 --workers 1 --cache $D/cache"
 $PY - "$D" <<'PY'
 import copy, sys
 import numpy as np
