@@ -144,3 +144,23 @@ def test_a_malformed_draw_exits_2_naming_the_file_and_field(inputs, capsys):
     assert rc == 2 and "fit.yaml" in err and "fit.draws[3]" in err and "per_token_s" in err
     assert "Traceback" not in err
     assert not (tmp / "o").exists()                   # refused before any point ran
+
+
+def test_a_draw_keeps_the_profile_and_reprices_layer_share_drafting(tmp_path):
+    from dspark_sim.hardware.draft_cost import DraftCosts, LayerShare
+    from dspark_sim.sweep.intervals import draw_profile
+
+    fam = CurveFamily("linear", fixed={"per_context_token_s": 0.0}, max_batch_tokens=1024)
+    centre = {"floor_s": 0.01, "per_token_s": 2e-5, "per_context_token_s": 0.0}
+    costs = DraftCosts("layer_share", "", shares={"dspark": LayerShare("dspark", 3, 36, 5)})
+    prof = fam.profile(centre, "lin", max_batch_requests=64)
+    costs.apply(prof)
+    twice = {k: 2 * v for k, v in centre.items()}
+    prof.extra = {"fit": {"family": fam.as_dict(), "draws": [twice], "draft_costs": costs.as_dict()}}
+    drawn = draw_profile(fit_spread(prof), twice, "lin-draw0")
+    B = np.array([1.0, 64.0, 512.0])
+    assert np.allclose(drawn.step_time(B), 2 * prof.step_time(B))
+    # drafting priced as 3/36 of the draw's own step over R x 5 tokens: twice the fitted one
+    assert np.allclose(drawn.draft_time("dspark", np.array([1, 8, 32])),
+                       2 * prof.draft_time("dspark", np.array([1, 8, 32])))
+    assert drawn.max_batch_requests == 64 and "fit" not in drawn.extra
