@@ -119,6 +119,13 @@ BASELINE_HELP = ("Policy the gains are stated against: auto (mtp1 when the hardw
                  "model has an MTP head, e.g. DeepSeek-V3/V4, else ar = no speculation), a swept "
                  "policy, or none. ar is always swept.")
 BaselineOpt = Annotated[str, typer.Option("--baseline", help=BASELINE_HELP)]
+SPREAD_HELP = ("A fitted profile (`profile fit`, with parameter draws): rerun on N representative "
+               "draws of the fit (10th/90th percentiles of step time and of its speculative/baseline "
+               "ratio at the operating points; cached like any point) and report tok/s/GPU, gains "
+               "and GPUs needed as [low-high] over them and the point estimate; 0: the point "
+               "estimate only (0 or 2..8). Operating points outside the loads the fit saw are "
+               "flagged. Profiles without draws report 'no fit spread'.")
+SpreadDrawsOpt = Annotated[int, typer.Option("--spread-draws", help=SPREAD_HELP)]
 WorkersOpt = Annotated[int, typer.Option("--workers", help="Parallel worker processes (or Ray CPUs).")]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Plot PNG [next to --out].")]
 

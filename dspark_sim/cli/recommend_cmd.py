@@ -9,7 +9,8 @@ import typer
 
 from ..fileio import json_text
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
-from .options import BaselineOpt, RequestsOpt, SimHwOpt, SlasOpt
+from ..sweep.intervals import SPREAD_DRAWS
+from .options import BaselineOpt, RequestsOpt, SimHwOpt, SlasOpt, SpreadDrawsOpt
 from .render import print_markdown
 
 
@@ -32,6 +33,22 @@ def _print_choice(c: dict, drafter: str) -> None:
         gains.append(f"vs best fixed K ({c['best_fixed']}) {_pct(c['gain_vs_best_fixed'])}")
     typer.echo(f"@ {c['sla_tps_user']:g} tok/s/user: {who}, {c['throughput_tok_s_per_gpu']:,.0f} "
                f"tok/s/GPU" + (f"; {', '.join(gains)}" if gains else ""))
+    spread = c.get("interval")
+    if spread:
+        from ..sweep.frontier import format_gain
+
+        low, high = (format_gain(spread[f"gain_vs_baseline_{k}"]) for k in ("low", "high"))
+        gain = (f", gain vs {baseline_label(c['baseline'])} " + (low if low == high else f"{low}..{high}")) \
+            if c["baseline"] and c["policy"] != c["baseline"] else ""
+        others = [b or "none (unmet)" for b in spread["best_per_draw"] if b != c["policy"]]
+        holds = (f"the best setting is {c['policy']} under all {spread['draws']} draws" if not others else
+                 f"the best setting CHANGES under {len(others)} of {spread['draws']} draws "
+                 f"({', '.join(dict.fromkeys(others))}), where {c['policy']} gives up at most "
+                 f"{spread['loss_vs_draw_best_max']:.1%} of the draw's best tok/s/GPU")
+        typer.echo(f"  fit interval: {spread['throughput_low']:,.0f}-{spread['throughput_high']:,.0f} "
+                   f"tok/s/GPU{gain}; {holds}")
+    if c.get("outside_observed"):
+        typer.echo(f"  outside the loads the profile was fitted on: {c['outside_observed']}")
     if c.get("ttft_p99_s") is not None:
         typer.echo(f"  at {c['load_at_sla']:g} users: TTFT p50 {seconds_text(c['ttft_p50_s'])}, p99 "
                    f"{seconds_text(c['ttft_p99_s'])}, TPOT p99 {c['tpot_p99_ms']:.1f} ms")
@@ -89,6 +106,7 @@ def register(app: typer.Typer) -> None:
                                              "(default DIR/cache)."),
         out: Path = typer.Option(Path("runs/recommend"), "--out", help="Output directory: "
                                  "recommend.json, sla.md, results.csv."),
+        spread_draws: SpreadDrawsOpt = SPREAD_DRAWS,
     ) -> None:
         """Print the speculative setting that serves TRACE best at each SLA (no speculation
         included) as vLLM's --speculative-config and SGLang's flags, with the simulated
@@ -106,7 +124,8 @@ def register(app: typer.Typer) -> None:
                               percentile=sla_percentile, points=points,
                               load_range=parse_range(load_range), seeds=seeds,
                               requests_per_user=requests_per_user, max_requests=requests,
-                              kv_semantics=kv_semantics, adaptive=adaptive, min_gain=min_gain)
+                              kv_semantics=kv_semantics, adaptive=adaptive, min_gain=min_gain,
+                              spread_draws=spread_draws)
         from ..profiles.describe import model_mismatch_warnings
         for warning in model_mismatch_warnings(hw, {"drafter": acceptance}):
             typer.echo(f"warning: {warning}", err=True)
@@ -117,6 +136,8 @@ def register(app: typer.Typer) -> None:
                      f"{rec.baseline}: {rec.baseline_reason}")
         if rec.kv_note:
             typer.echo(rec.kv_note)
+        if rec.spread_note:
+            typer.echo(rec.spread_note)
         typer.echo(f"derived batch-size schedule: {json_text(rec.schedule.to_json())}")
         drafter = load_acceptance_profile(acceptance).name
         for c in rec.choices:

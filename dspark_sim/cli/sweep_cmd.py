@@ -8,8 +8,9 @@ from typing import Optional
 import typer
 
 from ..sim.defaults import DEFAULT_HW
-from .options import (machine_checked_hw, BaselineOpt, PoliciesOpt, PrefillOpt, RequestsOpt, SimAccOpt, SimHwOpt,
-                      SlasOpt, WorkersOpt)
+from ..sweep.intervals import SPREAD_DRAWS
+from .options import (machine_checked_hw, BaselineOpt, PoliciesOpt, PrefillOpt, RequestsOpt,
+                      SimAccOpt, SimHwOpt, SlasOpt, SpreadDrawsOpt, WorkersOpt)
 from .render import print_markdown
 
 
@@ -84,6 +85,7 @@ def register(app: typer.Typer) -> None:
                                                        "with every position's acceptance x factor "
                                                        "(capped at 1) and writes sensitivity.csv/.md/.png "
                                                        "(each factor's outputs in DIR/scale-xF)."),
+        spread_draws: SpreadDrawsOpt = SPREAD_DRAWS,
         scale_policies: Optional[str] = typer.Option(None, "--scale-policies", help="Policies whose "
                                                      "acceptance --acceptance-scale scales [every "
                                                      "speculative policy]."),
@@ -102,7 +104,8 @@ def register(app: typer.Typer) -> None:
                           warmup=warmup, think_s=think, max_requests=requests, prefill=prefill,
                           slas=parse_numbers(sla, "sla"), percentile=sla_percentile,
                           baseline=baseline, kv_semantics=kv_semantics,
-                          schedule=schedule_text(bs_schedule), overload_ttft_p99_s=overload_ttft_p99)
+                          schedule=schedule_text(bs_schedule), overload_ttft_p99_s=overload_ttft_p99,
+                          spread_draws=spread_draws)
         from ..profiles.describe import model_mismatch_warnings
         for warning in model_mismatch_warnings(cfg.hw, cfg.acceptance):
             typer.echo(f"warning: {warning}", err=True)
@@ -159,6 +162,7 @@ def register(app: typer.Typer) -> None:
         cache: Optional[Path] = typer.Option(None, "--cache", help="Per-evaluation result cache "
                                              "(default DIR/cache)."),
         out: Path = typer.Option(Path("runs/plan"), "--out", help="Output directory."),
+        spread_draws: SpreadDrawsOpt = SPREAD_DRAWS,
     ) -> None:
         """Fewest replicas (and GPUs) serving TRACE within the SLA, per policy (docs/sweeps.md)."""
         from ..fileio import write_json_atomic, write_text_atomic
@@ -173,13 +177,14 @@ def register(app: typer.Typer) -> None:
                          percentile=sla_percentile, ttft_p99_s=ttft_p99, rate_scale=rate_scale,
                          router=router, seeds=seeds, max_replicas=max_replicas,
                          max_requests=requests, prefill=prefill, baseline=baseline,
-                         gpu_hour_cost=gpu_hour_cost)
+                         gpu_hour_cost=gpu_hour_cost, spread_draws=spread_draws)
         from ..profiles.describe import model_mismatch_warnings
         for warning in model_mismatch_warnings(cfg.hw, cfg.acceptance):
             typer.echo(f"warning: {warning}", err=True)
         result = plan_capacity(cfg, cache_dir=cache or out / "cache", workers=workers,
                                executor=executor, show_progress=True, ray_address=ray_address)
-        markdown = plan_markdown(result.table) + (f"\n{result.kv_note}\n" if result.kv_note else "")
+        markdown = plan_markdown(result.table) + f"\n{result.spread_note}\n" + \
+            (f"\n{result.kv_note}\n" if result.kv_note else "")
         written = write_table(result.table, out / "plan.csv")
         written += write_table(result.evaluations, out / "evaluations.csv")
         write_text_atomic(out / "plan.md", markdown)
@@ -187,7 +192,8 @@ def register(app: typer.Typer) -> None:
                                               "wall_s": result.wall_s, **vars(cfg),
                                               "baseline": result.baseline,
                                               "baseline_reason": result.baseline_reason,
-                                              "kv_note": result.kv_note})
+                                              "kv_note": result.kv_note,
+                                              "fit_spread": result.fit_spread})
         print_markdown(markdown, f"replicas serving {trace.name} x{rate_scale:g} at {sla:g} tok/s/user "
                      f"({stat_label(cfg.percentile)}), TTFT p99 <= {ttft_p99:g} s; baseline "
                      f"{result.baseline or 'none'}" + (f": {result.baseline_reason}" if result.baseline else ""))

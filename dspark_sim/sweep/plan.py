@@ -18,17 +18,22 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..profiles.registry import hw_profile_path
 from ..sim.cluster.router import ROUTER_ALIASES
 from ..sim.cluster.run import PREFILL_MODES
 from ..sim.defaults import DEFAULT_HW
+from ..traces.schema import load_trace
 from .baseline import AUTO, resolve_baseline, with_ar
 from .cache import PointCache
 from .executors import run_points
 from .frontier import format_gain, parse_statistic, tps_of
+from .intervals import (SPREAD_DRAWS, Operating, check_spread_draws, context_per_request, describe,
+                        fit_spread, interval_text, merge_intervals, outside_observed,
+                        rerun_on_draws)
 from .overload import overload_reason
 from .run import SweepConfig, kv_note, resolve_inputs
 from .spec import Point
-from .tables import baseline_label
+from .tables import baseline_label, interval_cell
 
 
 @dataclass
@@ -51,6 +56,7 @@ class PlanConfig:
     baseline: str | None = AUTO     # auto: mtp1 if the model has an MTP head, else ar (baseline.py)
     gpu_hour_cost: float | None = None
     add_ar: bool = True             # no speculation is always a candidate
+    spread_draws: int = SPREAD_DRAWS   # fitted profiles: representative draws for intervals (intervals.py)
 
 
 @dataclass
@@ -66,6 +72,8 @@ class PlanResult:
     baseline: str | None = None
     baseline_reason: str = ""
     kv_note: str = ""
+    fit_spread: dict[str, Any] = field(default_factory=dict)    # intervals.describe
+    spread_note: str = ""                                       # intervals.interval_text
 
 
 class _Search:
@@ -111,6 +119,7 @@ def _check(cfg: PlanConfig) -> None:
     if cfg.seeds < 1:
         raise InputError(f"must be >= 1, got {cfg.seeds}", field="seeds")
     cfg.percentile = parse_statistic(cfg.percentile)
+    check_spread_draws(cfg.spread_draws)
     if cfg.add_ar:
         cfg.policies = with_ar(cfg.policies)
     if cfg.router not in ROUTER_ALIASES:
@@ -121,13 +130,17 @@ def _check(cfg: PlanConfig) -> None:
 
 
 def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor: str = "local",
-                  show_progress: bool = False, ray_address: str | None = None) -> PlanResult:
-    """Search each policy's minimum replica count; return the cost table."""
+                  show_progress: bool = False, ray_address: str | None = None,
+                  what: str = "plan round") -> PlanResult:
+    """Search each policy's minimum replica count; return the cost table. A fitted profile with
+    draws is planned again under `cfg.spread_draws` representative draws: GPUs needed and saved
+    get their range (intervals.py)."""
     _check(cfg)
     t0 = time.perf_counter()
     trace, hw_path, accs, hw = resolve_inputs(SweepConfig(cfg.trace, cfg.policies, hw=cfg.hw,
                                                           acceptance=cfg.acceptance,
                                                           max_requests=cfg.max_requests))
+    fit_spread(hw, hw_path)                           # a malformed fit block: bad input, before any run
     baseline, why = resolve_baseline(cfg.baseline, cfg.policies, hw.model)
     base = Point(trace=trace, hw=hw_path, policy="", acceptance=None, load_mode="rate",
                  load=cfg.rate_scale, router=ROUTER_ALIASES[cfg.router], max_requests=cfg.max_requests,
@@ -157,15 +170,37 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
             seen[pt] = m
 
         run_points(todo, keep, workers=workers, executor=executor, show_progress=show_progress,
-                   ray_address=ray_address, what="plan round")
+                   ray_address=ray_address, what=what)
         computed += len(todo)
         for p, n in asks.items():
             ms = [seen[pt] for pt in points if pt.policy == p]
             searches[p].record(n, passes(ms, cfg))
     evaluations = _evaluations(seen, cfg)
     table = _cost_table(searches, seen, cfg, hw.gpus_per_replica, baseline)
-    return PlanResult(cfg, table, evaluations, cached, computed, time.perf_counter() - t0,
-                      baseline=baseline, baseline_reason=why, kv_note=kv_note(hw))
+    out = PlanResult(cfg, table, evaluations, cached, computed, time.perf_counter() - t0,
+                     baseline=baseline, baseline_reason=why, kv_note=kv_note(hw))
+    spread = fit_spread(hw, hw_path)
+    ctx = context_per_request(load_trace(trace)) if spread is not None and cfg.spread_draws else 0.0
+    where = [Operating(r.decoding * r.verify_tokens, r.decoding * ctx, r.policy not in ("ar", baseline))
+             for r in table.itertuples() if r.status == "ok"]
+    spread, indices, subs = rerun_on_draws(
+        out, hw, cfg.spread_draws, where, cache_dir, file=hw_path,
+        rerun=lambda path, label: plan_capacity(
+            replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir, workers=workers, executor=executor,
+            show_progress=show_progress, ray_address=ray_address, what=label))
+    tables = [s.table for s in subs]
+    if tables:
+        out.table = merge_intervals(out.table, tables, ("policy",),
+                                    {"gpus": False, "gpus_saved_vs_baseline": False})
+        out.table["gpus_unmet_draws"] = [sum(bool(t.loc[t["policy"] == p, "status"].iloc[0] != "ok")
+                                             for t in tables) for p in out.table["policy"]]
+    if spread is not None:
+        out.table["outside_observed"] = [
+            outside_observed(spread.observed_range, r.decoding * r.verify_tokens)
+            if r.status == "ok" else "" for r in out.table.itertuples()]
+    out.fit_spread, out.spread_note = describe(spread, indices, hw), interval_text(spread, indices, hw)
+    out.wall_s = time.perf_counter() - t0
+    return out
 
 
 def _evaluations(seen: dict[Point, dict[str, Any]], cfg: PlanConfig) -> pd.DataFrame:
@@ -204,6 +239,8 @@ def _cost_table(searches: dict[str, _Search], seen: dict[Point, dict[str, Any]],
             ms = [m for pt, m in seen.items() if pt.policy == p and pt.replicas == s.ok]
             row.update(replicas=s.ok, gpus=s.ok * gpus_per_replica, status="ok",
                        tps_user=float(np.mean([tps_of(m, cfg.percentile) for m in ms])),
+                       decoding=float(np.mean([m["decoding"] for m in ms])),
+                       verify_tokens=float(np.mean([m["verify_tokens"] for m in ms])),
                        ttft_p99_s=float(np.mean([m["ttft_p99_s"] for m in ms])),
                        throughput_tok_s_per_gpu=float(np.mean([m["throughput_tok_s_per_gpu"] for m in ms])))
             if cfg.gpu_hour_cost is not None:
@@ -225,6 +262,15 @@ def _unmet_text(r: pd.Series) -> str:
             f"(TTFT p99 {r['best_ttft_p99_s']:,.1f} s)")
 
 
+def _gpus_interval(r: pd.Series) -> str:
+    """' [low-high]' GPUs over the fit's draws, with the draws under which no count served."""
+    low, high = r.get("gpus_low", np.nan), r.get("gpus_high", np.nan)
+    if low is None or not np.isfinite(low):
+        return ""
+    unmet = int(r.get("gpus_unmet_draws", 0) or 0)
+    return f" [{low:.0f}-{high:.0f}" + (f"; unmet under {unmet} draw(s)" if unmet else "") + "]"
+
+
 def plan_markdown(table: pd.DataFrame, baseline: str | None = None) -> str:
     """The cost table as Markdown; unmet policies with the best speed they reached."""
     baseline = baseline or (table["baseline"].iloc[0] if "baseline" in table else None)
@@ -238,11 +284,16 @@ def plan_markdown(table: pd.DataFrame, baseline: str | None = None) -> str:
         if r["status"] != "ok":
             lines.append("| " + " | ".join([r["policy"], _unmet_text(r)] + [""] * (len(head) - 2)) + " |")
             continue
-        cells = [r["policy"], f"{int(r['replicas'])}", f"{int(r['gpus'])}", f"{r['tps_user']:.1f}",
+        cells = [r["policy"], f"{int(r['replicas'])}", f"{int(r['gpus'])}{_gpus_interval(r)}",
+                 f"{r['tps_user']:.1f}",
                  f"{r['ttft_p99_s']:.2f}", f"{r['throughput_tok_s_per_gpu']:,.0f}"]
         cells += [f"{r['cost_per_hour']:,.2f}"] if has_cost else []
-        cells += [format_gain(r["gpus_saved_vs_baseline"]) if r["policy"] != baseline else "-"] if has_saved else []
+        cells += [format_gain(r["gpus_saved_vs_baseline"]) + interval_cell(r, "gpus_saved_vs_baseline")
+                  if r["policy"] != baseline else "-"] if has_saved else []
         lines.append("| " + " | ".join(cells) + " |")
+    if "outside_observed" in table and table["outside_observed"].astype(bool).any():
+        lines += ["", "Outside the loads the profile was fitted on: " + "; ".join(
+            f"{r.policy} ({r.outside_observed})" for r in table.itertuples() if r.outside_observed) + "."]
     if (table["status"] != "ok").all() and "best_tps_user" in table and table["best_tps_user"].notna().any():
         top = table.loc[table["best_tps_user"].idxmax()]
         lines += ["", f"No policy serves the trace at {top['sla_tps_user']:g} tok/s/user; the fastest "

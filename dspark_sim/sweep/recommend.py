@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,18 @@ import pandas as pd
 
 from ..errors import InputError
 from ..fileio import write_json_atomic, write_text_atomic
-from ..profiles.registry import acceptance_profile_path, load_acceptance_profile, load_hw_profile
+from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
+                                 load_hw_profile)
 from ..sim.defaults import DEFAULT_ACCEPTANCE, DEFAULT_HW, DEFAULT_MTP1_ACCEPTANCE
 from ..sim.speculation.spec_config import BatchSchedule, parse_schedule, vllm_method
 from .baseline import AUTO, has_mtp_head, resolve_baseline
 from .deploy import deployment
+from ..traces import shipped_trace
+from ..traces.schema import load_trace
 from .frontier import THROUGHPUT, aggregate, sla_table, tps_column
+from .intervals import (SPREAD_DRAWS, check_spread_draws, context_per_request, describe, fit_spread,
+                        flag_outside, interval_text, merge_intervals, operating_points,
+                        rerun_on_draws)
 from .run import SweepConfig, kv_note, run_sweep, write_table
 from .tables import sla_markdown, unmet_text
 
@@ -59,6 +65,7 @@ class RecommendConfig:
     kv_semantics: str = "reserve"
     adaptive: bool = True
     min_gain: float = 0.01      # a schedule or adaptive verification must beat the best fixed K by this
+    spread_draws: int = SPREAD_DRAWS   # fitted profiles: representative draws for intervals (intervals.py)
 
 
 @dataclass
@@ -74,6 +81,8 @@ class Recommendation:
     baseline: str | None = None
     baseline_reason: str = ""
     kv_note: str = ""
+    fit_spread: dict[str, Any] = field(default_factory=dict)    # intervals.describe
+    spread_note: str = ""                                       # intervals.interval_text
 
 
 def derive_schedule(results: pd.DataFrame, statics: list[str], gamma: int) -> BatchSchedule:
@@ -120,14 +129,19 @@ def _point_latencies(table: pd.DataFrame, policy: str, target: float) -> dict[st
 
 
 def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executor: str = "local",
-              show_progress: bool = False) -> Recommendation:
-    """Sweep every candidate, derive and sweep the batch-size schedule, choose per SLA."""
+              show_progress: bool = False, what: str = "sweep") -> Recommendation:
+    """Sweep every candidate, derive and sweep the batch-size schedule, choose per SLA. A fitted
+    profile with draws is recommended for again under `cfg.spread_draws` representative draws:
+    each choice gets the range of its throughput and gain and whether the best setting changes
+    under a draw (intervals.py)."""
+    check_spread_draws(cfg.spread_draws)
     if not cfg.slas:
         raise InputError("no SLA given", field="sla")
     if not 0 <= cfg.min_gain < 10:
         raise InputError(f"must be in [0, 10), got {cfg.min_gain}", field="min-gain")
     acc = load_acceptance_profile(acceptance_profile_path(cfg.acceptance))
     hw = load_hw_profile(cfg.hw)
+    fit_spread(hw, hw_profile_path(cfg.hw))           # a malformed fit block: bad input, before any run
     mtp_head = has_mtp_head(hw.model)
     gamma, method = acc.gamma, vllm_method(acc.drafter_kind)
     statics = [f"static-{k}" for k in range(1, gamma + 1)]
@@ -144,14 +158,14 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
                         points=cfg.points, load_range=cfg.load_range, seeds=cfg.seeds,
                         requests_per_user=cfg.requests_per_user, warmup=cfg.warmup,
                         max_requests=cfg.max_requests, slas=cfg.slas, percentile=cfg.percentile,
-                        baseline=baseline, kv_semantics=cfg.kv_semantics)
+                        baseline=baseline, kv_semantics=cfg.kv_semantics, spread_draws=0)
     first = run_sweep(sweep, cache_dir=cache_dir, workers=workers, executor=executor,
-                      show_progress=show_progress)
+                      show_progress=show_progress, what=what)
     schedule = derive_schedule(first.results, statics, gamma)
     sweep.policies, sweep.schedule, sweep.add_ar = ["vllm-schedule"], json.dumps(schedule.to_json()), False
     sweep.baseline = None
     second = run_sweep(sweep, cache_dir=cache_dir, workers=workers, executor=executor,
-                       show_progress=show_progress)
+                       show_progress=show_progress, what=what)
     results = pd.concat([first.results, second.results], ignore_index=True)
     table = sla_table(results, cfg.slas, first.config.percentile, baseline)
     out = Recommendation(cfg, table, results, schedule, wall_s=first.wall_s + second.wall_s,
@@ -186,7 +200,57 @@ def recommend(cfg: RecommendConfig, *, cache_dir=None, workers: int = 1, executo
             if "vllm-adaptive" in values else None,
             **(_point_latencies(table, best, target) if met else {}),
         })
+    _add_intervals(out, hw, cache_dir, dict(workers=workers, executor=executor,
+                                            show_progress=show_progress))
     return out
+
+
+def _add_intervals(rec: Recommendation, hw, cache_dir, run_kw: dict[str, Any]) -> None:
+    """Recommend again under the fit's representative draws; ranges into the SLA table and
+    each choice (`interval`: throughput and gain of the chosen setting, the best setting under
+    each draw, whether it stays the same); operating points beyond the fit's loads flagged."""
+    cfg = rec.config
+    spread = fit_spread(hw, hw_profile_path(cfg.hw))
+    where = operating_points(rec.sla, rec.results, context_per_request(load_trace(shipped_trace(cfg.trace))),
+                             rec.baseline) if spread is not None and cfg.spread_draws else []
+    spread, indices, subs = rerun_on_draws(
+        rec, hw, cfg.spread_draws, where, cache_dir, file=hw_profile_path(cfg.hw),
+        rerun=lambda path, label: recommend(replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir,
+                                            what=label, **run_kw))
+    rec.wall_s += sum(s.wall_s for s in subs)
+    if subs:
+        rec.sla = merge_intervals(rec.sla, [s.sla for s in subs], ("policy", "sla_tps_user"),
+                                  {THROUGHPUT: True, "gain_vs_baseline": False})
+    if spread is not None:
+        rec.sla = flag_outside(rec.sla, rec.results, spread)
+    for i, choice in enumerate(rec.choices):
+        if spread is not None and choice["policy"] is not None:
+            row = rec.sla[(rec.sla["policy"] == choice["policy"])
+                          & (rec.sla["sla_tps_user"] == choice["sla_tps_user"])].iloc[0]
+            choice["outside_observed"] = row["outside_observed"]
+        if not subs or choice["policy"] is None:
+            continue
+        row = rec.sla[(rec.sla["policy"] == choice["policy"])
+                      & (rec.sla["sla_tps_user"] == choice["sla_tps_user"])].iloc[0]
+        best = [s.choices[i]["policy"] for s in subs]
+        # what keeping this choice costs under a draw whose own best differs (0 when it is the same)
+        kept = [_value(s.sla, choice["policy"], choice["sla_tps_user"]) for s in subs]
+        tops = [s.choices[i]["throughput_tok_s_per_gpu"] for s in subs]
+        loss = [1.0 - k / t if t > 0 else 0.0 for k, t in zip(kept, tops)]
+        choice["interval"] = {
+            "throughput_low": float(row[f"{THROUGHPUT}_low"]),
+            "throughput_high": float(row[f"{THROUGHPUT}_high"]),
+            "gain_vs_baseline_low": _finite(row.get("gain_vs_baseline_low")),
+            "gain_vs_baseline_high": _finite(row.get("gain_vs_baseline_high")),
+            "best_per_draw": best, "same_choice": all(b == choice["policy"] for b in best),
+            "loss_vs_draw_best_max": float(max(loss)),
+            "draws": len(subs)}
+    rec.fit_spread, rec.spread_note = describe(spread, indices, hw), interval_text(spread, indices, hw)
+
+
+def _finite(value) -> float | None:
+    """A float for JSON (None for NaN or a missing value; inf stays, 'baseline unmet')."""
+    return None if value is None or np.isnan(value) else float(value)
 
 
 def write_recommendation(rec: Recommendation, out_dir: str | Path) -> list[Path]:
@@ -194,7 +258,8 @@ def write_recommendation(rec: Recommendation, out_dir: str | Path) -> list[Path]
     out = Path(out_dir)
     doc = {"config": asdict(rec.config), "schedule": rec.schedule.to_json(), "choices": rec.choices,
            "baseline": rec.baseline, "baseline_reason": rec.baseline_reason, "kv_note": rec.kv_note,
-           "wall_s": rec.wall_s}
+           "fit_spread": rec.fit_spread, "wall_s": rec.wall_s}
     write_json_atomic(out / "recommend.json", doc)
-    write_text_atomic(out / "sla.md", sla_markdown(rec.sla, rec.results, "concurrency"))
+    write_text_atomic(out / "sla.md", sla_markdown(rec.sla, rec.results, "concurrency")
+                      + (f"\n{rec.spread_note}\n" if rec.spread_note else ""))
     return [out / "recommend.json", out / "sla.md"] + write_table(rec.results, out / "results.csv")

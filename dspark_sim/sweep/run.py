@@ -28,7 +28,10 @@ from ..traces.schema import iter_json_lines, load_trace
 from .baseline import AUTO, resolve_baseline, with_ar
 from .cache import PointCache
 from .executors import run_points
-from .frontier import parse_statistic, sla_table, stat_label, tps_column
+from .frontier import THROUGHPUT, parse_statistic, sla_table, stat_label, tps_column
+from .intervals import (SPREAD_DRAWS, check_spread_draws, context_per_request, describe, fit_spread,
+                        flag_outside, interval_text, merge_intervals, operating_points,
+                        rerun_on_draws)
 from .overload import DEFAULT_TTFT_P99_BOUND_S, overload_reason
 from .point import PERCENTILES
 from .tables import sla_markdown
@@ -65,6 +68,7 @@ class SweepConfig:
     schedule: str | None = None     # vllm-schedule's batch-size schedule (vLLM's JSON)
     add_ar: bool = True             # no speculation is always a candidate
     overload_ttft_p99_s: float | None = DEFAULT_TTFT_P99_BOUND_S   # overload.py
+    spread_draws: int = SPREAD_DRAWS   # fitted profiles: representative draws for intervals (intervals.py)
 
 
 @dataclass
@@ -80,6 +84,8 @@ class SweepResult:
     load_values: list[float] = field(default_factory=list)
     baseline_reason: str = ""
     kv_note: str = ""
+    fit_spread: dict[str, Any] = field(default_factory=dict)    # intervals.describe
+    spread_note: str = ""                                       # intervals.interval_text
 
 
 def _check(cfg: SweepConfig) -> None:
@@ -106,6 +112,7 @@ def _check(cfg: SweepConfig) -> None:
         raise InputError(f"must be >= 1, got {cfg.max_requests}", field="requests")
     if cfg.overload_ttft_p99_s is not None and not cfg.overload_ttft_p99_s > 0:
         raise InputError(f"must be > 0, got {cfg.overload_ttft_p99_s}", field="overload-ttft-p99")
+    check_spread_draws(cfg.spread_draws)
     if cfg.add_ar:
         cfg.policies = with_ar(cfg.policies)
 
@@ -215,10 +222,13 @@ def result_row(point: Point, metrics: dict[str, Any], percentile: int | str,
 
 def run_sweep(cfg: SweepConfig, *, cache_dir: str | Path | None = None, workers: int = 1,
               executor: str = "local", show_progress: bool = False,
-              ray_address: str | None = None) -> SweepResult:
-    """Run (or read from the cache) every point; build the results and SLA tables."""
+              ray_address: str | None = None, what: str = "sweep") -> SweepResult:
+    """Run (or read from the cache) every point; build the results and SLA tables. A fitted
+    profile with draws is swept again under `cfg.spread_draws` representative draws, and the
+    SLA table gets their range (intervals.py)."""
     t0 = time.perf_counter()
     points, values, hw = build_points(cfg)
+    fit_spread(hw, hw_profile_path(cfg.hw))          # a malformed fit block: bad input, before any run
     baseline, why = resolve_baseline(cfg.baseline, cfg.policies, hw.model)
     cache = PointCache(cache_dir)
     keys = {p: p.key() for p in points}
@@ -235,13 +245,37 @@ def run_sweep(cfg: SweepConfig, *, cache_dir: str | Path | None = None, workers:
         metrics[point] = m
 
     run_points(todo, keep, workers=workers, executor=executor, show_progress=show_progress,
-               ray_address=ray_address, what="sweep")
+               ray_address=ray_address, what=what)
     rows = [result_row(p, metrics[p], cfg.percentile, cfg.overload_ttft_p99_s) for p in points]
     results = pd.DataFrame(rows)
     sla = sla_table(results, cfg.slas, cfg.percentile, baseline)
-    return SweepResult(cfg, results, sla, cached=len(points) - len(todo), computed=len(todo),
-                       wall_s=time.perf_counter() - t0, load_values=values, baseline_reason=why,
-                       kv_note=kv_note(hw))
+    out = SweepResult(cfg, results, sla, cached=len(points) - len(todo), computed=len(todo),
+                      wall_s=time.perf_counter() - t0, load_values=values, baseline_reason=why,
+                      kv_note=kv_note(hw))
+    _add_intervals(out, hw, baseline, cache_dir, dict(workers=workers, executor=executor,
+                                                      show_progress=show_progress, ray_address=ray_address))
+    out.wall_s = time.perf_counter() - t0
+    return out
+
+
+def _add_intervals(out: SweepResult, hw, baseline: str | None, cache_dir, run_kw: dict[str, Any]) -> None:
+    """Sweep again under the fit's representative draws (a fitted profile with draws, and
+    spread_draws > 0): their range into the SLA table; operating points beyond the fit's loads
+    flagged; the interval's description (or 'no fit spread') for the outputs."""
+    cfg = out.config
+    spread = fit_spread(hw, hw_profile_path(cfg.hw))
+    where = operating_points(out.sla, out.results, context_per_request(load_trace(shipped_trace(cfg.trace))),
+                             baseline) if spread is not None and cfg.spread_draws else []
+    spread, indices, subs = rerun_on_draws(
+        out, hw, cfg.spread_draws, where, cache_dir, file=hw_profile_path(cfg.hw),
+        rerun=lambda path, label: run_sweep(replace(cfg, hw=path, spread_draws=0), cache_dir=cache_dir,
+                                            what=label, **run_kw))
+    if subs:
+        out.sla = merge_intervals(out.sla, [s.sla for s in subs], ("policy", "sla_tps_user"),
+                                  {THROUGHPUT: True, "gain_vs_baseline": False})
+    if spread is not None:
+        out.sla = flag_outside(out.sla, out.results, spread)
+    out.fit_spread, out.spread_note = describe(spread, indices, hw), interval_text(spread, indices, hw)
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> list[Path]:
@@ -261,6 +295,7 @@ def write_table(frame: pd.DataFrame, path: Path) -> list[Path]:
 def sweep_markdown(result: SweepResult) -> str:
     """sla-P.md: the SLA table with the overloaded points and the KV note."""
     text = sla_markdown(result.sla, result.results, result.config.load_mode)
+    text += f"\n{result.spread_note}\n" if result.spread_note else ""
     return text + (f"\n{result.kv_note}\n" if result.kv_note else "")
 
 
@@ -286,6 +321,7 @@ def write_sweep(result: SweepResult, out_dir: str | Path) -> list[Path]:
            "baseline": result.sla["baseline"].iloc[0] if len(result.sla) else None,
            "baseline_reason": result.baseline_reason, "kv_note": result.kv_note,
            "overloaded_points": int(result.results["overloaded"].sum()),
+           "fit_spread": result.fit_spread,
            "sim_version": sim_version()}
     write_json_atomic(out / "sweep.json", doc)
     return written + [out / "sweep.json"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .frontier import format_gain, stat_label
+from .frontier import THROUGHPUT, format_gain, stat_label
 
 _MARKS = {"lower-bound": " (>=, highest load)", "peak": " (peak)",
           "before-overload": " (max before overload)"}
@@ -29,7 +29,18 @@ def _throughput_cell(r: pd.Series) -> str:
         best = r.get("best_tps_user", np.nan)
         return f"unmet (best {best:,.1f} tok/s/user)" if np.isfinite(best) else "unmet (every load overloaded)"
     spread = f" ({r['seed_min']:,.0f}-{r['seed_max']:,.0f})" if r["seeds"] > 1 else ""
-    return f"{v:,.0f}{spread}{_MARKS.get(r['status'], '')}"
+    return f"{v:,.0f}{spread}{_MARKS.get(r['status'], '')}{interval_cell(r, THROUGHPUT)}"
+
+
+def interval_cell(r: pd.Series, column: str) -> str:
+    """' [low-high]' over the fit's draws (intervals.py), '' without them; gains as percents."""
+    low, high = r.get(f"{column}_low", np.nan), r.get(f"{column}_high", np.nan)
+    if low is None or high is None or not (np.isfinite(low) or np.isfinite(high)):
+        return ""
+    if column.startswith("gain") or column.startswith("gpus_saved"):
+        lo, hi = format_gain(low), format_gain(high)
+        return f" [{lo}]" if lo == hi else f" [{lo}..{hi}]"
+    return f" [{low:,.0f}-{high:,.0f}]"
 
 
 def seconds_text(value: float) -> str:
@@ -80,7 +91,8 @@ def sla_markdown(table: pd.DataFrame, results: pd.DataFrame | None = None,
     base = table["baseline"].iloc[0]
     out = []
     for sla in dict.fromkeys(table["sla_tps_user"]):
-        head = ["policy", "drafter", "tok/s/GPU (seed range)"]
+        ranged = "_low" if f"{THROUGHPUT}_low" in table else ""
+        head = ["policy", "drafter", "tok/s/GPU (seed range)" + (" [fit interval]" if ranged else "")]
         head += [f"gain vs {baseline_label(base)}"] if base else []
         head += ["load at the point", "TTFT p50", "TTFT p99", "TPOT p99"]
         out += [f"**At {sla:g} tok/s/user ({p} of requests)**", "",
@@ -88,13 +100,19 @@ def sla_markdown(table: pd.DataFrame, results: pd.DataFrame | None = None,
         for _, r in table[table["sla_tps_user"] == sla].iterrows():
             cells = [r["policy"], str(r.get("drafter") or "-"), _throughput_cell(r)]
             if base:
-                cells.append("-" if r["policy"] == base else format_gain(r["gain_vs_baseline"]))
+                cells.append("-" if r["policy"] == base else
+                             format_gain(r["gain_vs_baseline"]) + interval_cell(r, "gain_vs_baseline"))
             met = np.isfinite(r["throughput_tok_s_per_gpu"])
             cells.append(_load_text(r.get("load_at_sla", np.nan), load_mode) if met else "")
             cells += _latency_cells(r) if met else ["", "", ""]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     out += unreachable_lines(table)
+    if "outside_observed" in table:
+        flagged = [f"{r.policy} at {r.sla_tps_user:g} tok/s/user ({r.outside_observed})"
+                   for r in table.itertuples() if r.outside_observed]
+        out += [f"Outside the loads the profile was fitted on ({len(flagged)}): " + "; ".join(flagged)
+                + "."] if flagged else []
     if results is not None and "overloaded" in results and results["overloaded"].any():
         bad = results[results["overloaded"].astype(bool)]
         items = [f"{r.policy} at {_load_text(r.load, load_mode)} seed {r.seed} ({r.overload_reason})"
