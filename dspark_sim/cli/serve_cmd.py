@@ -10,6 +10,7 @@ import typer
 from ..errors import InputError
 from ..vllm.settings import parse_server
 from .options import (DEFAULT_SERVE_DRAFTER, ENGINE_HELP, SERVE_HW_HELP, AiperfOpt, DeviceOpt,
+                      PrefixCachingOpt,
                       PromptsOpt, ServeAccOpt, ServeChatOpt, ServeDrafterOpt, ServeHwOpt,
                       ServeSeedOpt, ServeThreadsOpt, TargetOpt, TemperatureOpt, TimeoutOpt,
                       TimeScaleOpt, TraceArg, UrlOpt, VllmBsScheduleOpt, VllmDrafterOpt,
@@ -221,10 +222,14 @@ def register(app: typer.Typer) -> None:
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="vllm engine: the "
                                          "simulator's KV model: reserve (prompt + output at "
                                          "admission) or blocks (vLLM's paged KV with preemption)."),
+        prefix_caching: PrefixCachingOpt = False,
     ) -> None:
         """Serve TRACE with the real engine (ours or vLLM) and simulate it; error table, spread
         and overlay plots."""
+        from ..sim.kv.semantics import with_prefix_caching
+
         check_serving_engine(engine)
+        kv_semantics = with_prefix_caching(kv_semantics, prefix_caching)
         if engine == "vllm":
             _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
                            acceptance, repeats, out, seed, engine_runs, kv_semantics,

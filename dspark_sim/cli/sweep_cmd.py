@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..sim.defaults import DEFAULT_HW
-from .options import (BaselineOpt, PoliciesOpt, PrefillOpt, RequestsOpt, SimAccOpt, SimHwOpt,
+from .options import (BaselineOpt, PoliciesOpt, PrefillOpt, PrefixCachingOpt, RequestsOpt, SimAccOpt, SimHwOpt,
                       SlasOpt, WorkersOpt)
 from .render import print_markdown
 
@@ -67,6 +67,7 @@ def register(app: typer.Typer) -> None:
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve (prompt + "
                                          "output KV at admission) or blocks (vLLM's paged KV with "
                                          "preemption by recompute; per-iteration engine)."),
+        prefix_caching: PrefixCachingOpt = False,
         bs_schedule: Optional[str] = typer.Option(None, "--bs-schedule", help="vllm-schedule's "
                                                   "batch-size schedule: vLLM's JSON (text or "
                                                   "file), as for replay."),
@@ -94,6 +95,9 @@ def register(app: typer.Typer) -> None:
         from ..sweep.run import SweepConfig, run_sweep, sweep_markdown, write_sweep
         from ..sweep.spec import parse_numbers, parse_range
 
+        from ..sim.kv.semantics import with_prefix_caching
+
+        kv_semantics = with_prefix_caching(kv_semantics, prefix_caching)
         pols = parse_policies(policies)
         cfg = SweepConfig(trace=str(trace), policies=pols, hw=hw,
                           acceptance=parse_acceptance_option(acceptance, pols), load_mode=load,
