@@ -230,6 +230,10 @@ def register(app: typer.Typer) -> None:
 
         check_serving_engine(engine)
         kv_semantics = with_prefix_caching(kv_semantics, prefix_caching)
+        if prefix_caching and engine != "vllm":
+            raise InputError("the native engine (serve/replica.py) has no prefix cache: its KV is "
+                             "reserved at admission; --prefix-caching is for --engine vllm",
+                             field="prefix-caching")
         if engine == "vllm":
             _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()], hw,
                            acceptance, repeats, out, seed, engine_runs, kv_semantics,
