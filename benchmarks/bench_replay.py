@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--core", type=int, default=0, help="CPU core to pin to (-1: no pinning)")
     ap.add_argument("--sim-engine", default="fast", help="the simulator's engine (replay --sim-engine)")
+    ap.add_argument("--kv-semantics", default="reserve", help="comma-separated KV semantics, "
+                    "alternated within each repeat (reserve, blocks, blocks+prefix)")
     args = ap.parse_args()
     if args.core >= 0 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.core})
@@ -63,30 +65,41 @@ def main() -> None:
         print(f"trace {trace_path.name if args.trace else 'Azure conversation hour (imported)'}: "
               f"{len(trace):,} requests; hw {args.hw}; engine {args.sim_engine}; pinned to core "
               f"{args.core}; load average {os.getloadavg()[0]:.2f}")
+        kvs = [k.strip() for k in args.kv_semantics.split(",") if k.strip()]
         for policy in parse_policies(args.policy):
             acc_name = default_acceptance(policy)
             acc = load_acceptance_profile(acc_name) if acc_name else None
-            sim_s, cpu_s, replay_s, files_s, cal = [], [], [], [], []
+            runs = {kv: ([], [], [], [], []) for kv in kvs}
+            last = {}
             for _ in range(args.repeats):
-                cal.append(calibration())     # interleaved, so the load is the same
-                out = simulate(trace, policy, hw, acc, engine=args.sim_engine)
-                sim_s.append(out.wall_s)
-                cpu_s.append(out.cpu_s)
-                t0 = time.perf_counter()
-                replay(trace, policy, hw, acc, engine=args.sim_engine)
-                replay_s.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                replay_files(trace_path, [policy], args.hw, engine=args.sim_engine)
-                files_s.append(time.perf_counter() - t0)
-            req_iters = int(out.table.steps.sum() + len(trace))     # decode steps + prefill iterations
-            med, cpu = statistics.median(sim_s), statistics.median(cpu_s)
-            cal_wall, cal_cpu = (statistics.median(c) for c in zip(*cal))
-            print(f"{policy:>14}: simulate {med:.3f} s wall (min {min(sim_s):.3f}; CPU time median "
-                  f"{cpu:.3f} s); calibration loop {cal_wall:.3f} s wall, {cal_cpu:.3f} s CPU; "
-                  f"simulate / calibration {med / cal_wall:.2f}x wall, {cpu / cal_cpu:.2f}x CPU; replay() "
-                  f"{statistics.median(replay_s):.3f} s, replay_files() {statistics.median(files_s):.3f} s; "
-                  f"{out.iterations:,} iterations, {req_iters:,} request-iterations, "
-                  f"{req_iters / med:,.0f} request-iterations/s")
+                for kv in kvs:            # alternated, so the load is the same
+                    sim_s, cpu_s, replay_s, files_s, cal = runs[kv]
+                    cal.append(calibration())
+                    out = last[kv] = simulate(trace, policy, hw, acc, engine=args.sim_engine,
+                                              kv_semantics=kv)
+                    sim_s.append(out.wall_s)
+                    cpu_s.append(out.cpu_s)
+                    t0 = time.perf_counter()
+                    replay(trace, policy, hw, acc, engine=args.sim_engine, kv_semantics=kv)
+                    replay_s.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    replay_files(trace_path, [policy], args.hw, engine=args.sim_engine, kv_semantics=kv)
+                    files_s.append(time.perf_counter() - t0)
+            for kv in kvs:
+                _report(policy if len(kvs) == 1 else f"{policy} {kv}", runs[kv], last[kv], trace)
+
+
+def _report(label: str, runs, out, trace) -> None:
+    sim_s, cpu_s, replay_s, files_s, cal = runs
+    req_iters = int(out.table.steps.sum() + len(trace))     # decode steps + prefill iterations
+    med, cpu = statistics.median(sim_s), statistics.median(cpu_s)
+    cal_wall, cal_cpu = (statistics.median(c) for c in zip(*cal))
+    print(f"{label:>14}: simulate {med:.3f} s wall (min {min(sim_s):.3f}; CPU time median "
+          f"{cpu:.3f} s); calibration loop {cal_wall:.3f} s wall, {cal_cpu:.3f} s CPU; "
+          f"simulate / calibration {med / cal_wall:.2f}x wall, {cpu / cal_cpu:.2f}x CPU; replay() "
+          f"{statistics.median(replay_s):.3f} s, replay_files() {statistics.median(files_s):.3f} s; "
+          f"{out.iterations:,} iterations, {req_iters:,} request-iterations, "
+          f"{req_iters / med:,.0f} request-iterations/s")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,12 @@ SERVE_ACC_HELP = ("Acceptance profile measured with the same drafter (name or pa
                   "POLICY=ACC,...; the engine uses its task means where the drafter has no "
                   "confidence head. Default: the shipped smollm2-135m-<drafter>-g<G>-t<T> profile.")
 DEFAULT_SERVE_DRAFTER = "dspark"
+PrefixCachingOpt = Annotated[bool, typer.Option(
+    "--prefix-caching/--no-prefix-caching",
+    help="With --kv-semantics blocks: vLLM's prefix caching (full blocks known by a hash chain of "
+         "the trace's shared content, `hash_ids` and `conversation`; cached blocks reused at "
+         "admission, freed ones kept, LRU eviction). Off by default (results as without it); "
+         "refused with reserve.")]
 
 TraceArg = Annotated[Path, typer.Argument(metavar="TRACE", help="Trace JSONL (formats.md).")]
 ServeDrafterOpt = Annotated[str, typer.Option(

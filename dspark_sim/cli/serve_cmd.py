@@ -11,6 +11,7 @@ from ..errors import InputError
 from ..vllm.settings import parse_server
 from ..vllm.validate import VLLM_DEFAULT_HW
 from .options import (DEFAULT_SERVE_DRAFTER, ENGINE_HELP, SERVE_HW_HELP, AiperfOpt, DeviceOpt,
+                      PrefixCachingOpt,
                       PromptsOpt, ServeAccOpt, ServeChatOpt, ServeDrafterOpt, ServeHwOpt,
                       ServeSeedOpt, ServeThreadsOpt, TargetOpt, TemperatureOpt, TimeoutOpt,
                       TimeScaleOpt, TraceArg, UrlOpt, VllmBsScheduleOpt, VllmDrafterOpt,
@@ -223,10 +224,18 @@ def register(app: typer.Typer) -> None:
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="vllm engine: the "
                                          "simulator's KV model: reserve (prompt + output at "
                                          "admission) or blocks (vLLM's paged KV with preemption)."),
+        prefix_caching: PrefixCachingOpt = False,
     ) -> None:
         """Serve TRACE with the real engine (ours or vLLM) and simulate it; error table, spread
         and overlay plots."""
+        from ..sim.kv.semantics import with_prefix_caching
+
         check_serving_engine(engine)
+        kv_semantics = with_prefix_caching(kv_semantics, prefix_caching)
+        if prefix_caching and engine != "vllm":
+            raise InputError("the native engine (serve/replica.py) has no prefix cache: its KV is "
+                             "reserved at admission; --prefix-caching is for --engine vllm",
+                             field="prefix-caching")
         if engine == "vllm":
             _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()],
                            machine_checked_hw(hw or VLLM_DEFAULT_HW),

@@ -8,7 +8,8 @@ import typer
 
 from ..sim.defaults import DEFAULT_HW
 from ..sim.speculation.registry import policy_list
-from .options import OldEngineOpt, machine_checked_hw, SimAccOpt, SimEngineOpt, SimHwOpt, TraceArg, refuse_old_engine
+from .options import (OldEngineOpt, PrefixCachingOpt, SimAccOpt, SimEngineOpt, SimHwOpt, TraceArg,
+                      machine_checked_hw, refuse_old_engine)
 from .render import print_summaries
 
 
@@ -34,6 +35,7 @@ def register(app: typer.Typer) -> None:
                                          "profile's kv_block_size (default 16) allocated on "
                                          "demand, preemption by recompute when they run out "
                                          "(per-iteration engine)."),
+        prefix_caching: PrefixCachingOpt = False,
         bs_schedule: Optional[str] = typer.Option(None, "--bs-schedule", help="Batch-size schedule "
                                                   "of the vllm-schedule policy, as vLLM's JSON: "
                                                   "[[range_start, range_end, K], ...] or a "
@@ -61,9 +63,11 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from ..errors import InputError
+        from ..sim.kv.semantics import with_prefix_caching
         from ..sim.replay import Parallel, parse_acceptance_option, parse_policies, replay_files
 
         refuse_old_engine(engine)
+        kv_semantics = with_prefix_caching(kv_semantics, prefix_caching)
         policies = parse_policies(policy)
         chosen = parse_acceptance_option(acceptance, policies)
         from ..profiles.describe import model_mismatch_warnings

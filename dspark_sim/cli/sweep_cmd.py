@@ -9,8 +9,8 @@ import typer
 
 from ..sim.defaults import DEFAULT_HW
 from ..sweep.intervals import SPREAD_DRAWS
-from .options import (machine_checked_hw, BaselineOpt, PoliciesOpt, PrefillOpt, RequestsOpt,
-                      SimAccOpt, SimHwOpt, SlasOpt, SpreadDrawsOpt, WorkersOpt)
+from .options import (machine_checked_hw, BaselineOpt, PoliciesOpt, PrefillOpt, PrefixCachingOpt,
+                      RequestsOpt, SimAccOpt, SimHwOpt, SlasOpt, SpreadDrawsOpt, WorkersOpt)
 from .render import print_markdown
 
 
@@ -68,6 +68,7 @@ def register(app: typer.Typer) -> None:
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve (prompt + "
                                          "output KV at admission) or blocks (vLLM's paged KV with "
                                          "preemption by recompute; per-iteration engine)."),
+        prefix_caching: PrefixCachingOpt = False,
         bs_schedule: Optional[str] = typer.Option(None, "--bs-schedule", help="vllm-schedule's "
                                                   "batch-size schedule: vLLM's JSON (text or "
                                                   "file), as for replay."),
@@ -96,6 +97,9 @@ def register(app: typer.Typer) -> None:
         from ..sweep.run import SweepConfig, run_sweep, sweep_markdown, write_sweep
         from ..sweep.spec import parse_numbers, parse_range
 
+        from ..sim.kv.semantics import with_prefix_caching
+
+        kv_semantics = with_prefix_caching(kv_semantics, prefix_caching)
         pols = parse_policies(policies)
         cfg = SweepConfig(trace=str(trace), policies=pols, hw=machine_checked_hw(hw),
                           acceptance=parse_acceptance_option(acceptance, pols), load_mode=load,

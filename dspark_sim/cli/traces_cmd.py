@@ -16,6 +16,33 @@ def _check_positive(value: float | None, name: str) -> None:
         raise InputError(f"must be > 0, got {value}", field=name)
 
 
+def _multi_turn(out: Path, preset: str, turns, think, system_tokens, max_prompt, mix, seed: int,
+                model, count, duration) -> None:
+    """`trace generate --multi-turn`: conversations from the preset, options overriding it."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from ..traces import write_trace
+    from ..traces.conversations import PRESETS, generate_conversations
+
+    if preset not in PRESETS:
+        raise InputError(f"expected {' or '.join(PRESETS)}, got {preset!r}", field="multi-turn")
+    if len(mix) != 1:
+        raise InputError("--multi-turn takes one task", field="tasks")
+    changes = {k: v for k, v in (("turns", turns), ("think_s", think),
+                                 ("system_tokens", system_tokens), ("max_prompt", max_prompt))
+               if v is not None}
+    shape = replace(PRESETS[preset], **changes)
+    starts = model.sample(np.random.default_rng(seed), count=count, duration_s=duration)
+    if len(starts) == 0:
+        raise InputError("no conversation starts within the duration", field="duration")
+    result = generate_conversations(starts, shape, next(iter(mix)), seed, name=out.stem)
+    write_trace(out, result)
+    typer.echo(f"wrote {out} ({len(result):,} requests in {len(starts):,} conversations, "
+               f"{result.arrival_s[-1]:.0f} s)")
+
+
 def register(app: typer.Typer) -> None:
     trace = typer.Typer(help="Generate, import and describe request traces (JSONL, formats.md).",
                         no_args_is_help=True)
@@ -52,9 +79,26 @@ def register(app: typer.Typer) -> None:
                                                     "of this file (trace JSONL, Azure or BurstGPT CSV, "
                                                     "Mooncake JSONL) instead of lognormals."),
         seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same bytes)."),
+        multi_turn: Optional[str] = typer.Option(None, "--multi-turn", help="chat or agent: each "
+                                                 "arrival starts a conversation whose turns extend "
+                                                 "one another behind a shared system prompt "
+                                                 "(chat: 5 turns, 20 s think, 300-token system "
+                                                 "prompt, 150-token messages and answers; agent: 20 "
+                                                 "turns, 2 s, 2000-token tool prefix, 40/60 tokens); "
+                                                 "--rate and --count count conversations; the "
+                                                 "length options do not apply."),
+        turns: Optional[float] = typer.Option(None, "--turns", help="--multi-turn: mean turns "
+                                              "per conversation (1 + Poisson)."),
+        think: Optional[float] = typer.Option(None, "--think", help="--multi-turn: mean seconds "
+                                              "between turns (exponential)."),
+        system_tokens: Optional[int] = typer.Option(None, "--system-tokens", help="--multi-turn: "
+                                                    "tokens of the shared system/tool prompt."),
+        max_turn_prompt: Optional[int] = typer.Option(None, "--max-turn-prompt", help="--multi-turn: "
+                                                      "a conversation ends before a turn's prompt "
+                                                      "passes this many tokens (default 4096)."),
     ) -> None:
         """Generate a synthetic trace: task mix, lognormal or empirical lengths, Poisson or Gamma
-        arrivals, optional diurnal rate."""
+        arrivals, optional diurnal rate; or multi-turn conversations (--multi-turn)."""
         from ..traces import write_trace
         from ..traces.generate import (ArrivalModel, EmpiricalLengths, LognormalLengths,
                                        generate_trace, parse_task_mix)
@@ -75,6 +119,11 @@ def register(app: typer.Typer) -> None:
         if not 0.0 <= diurnal_amplitude < 1.0:
             raise InputError(f"must lie in [0, 1), got {diurnal_amplitude}", field="diurnal-amplitude")
         mix = parse_task_mix(tasks)
+        if multi_turn is not None:
+            _multi_turn(out, multi_turn, turns, think, system_tokens, max_turn_prompt, mix, seed,
+                        ArrivalModel(rate, arrivals, cv, diurnal_amplitude, diurnal_period,
+                                     diurnal_phase), count, duration)
+            return
         if lengths_from is not None:
             source = read_any(lengths_from)
             prompt_model = EmpiricalLengths.fit(source.prompt_tokens)

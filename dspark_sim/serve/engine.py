@@ -61,7 +61,7 @@ def scale_trace(trace: Trace, time_scale: float) -> Trace:
         return trace
     return Trace(ids=trace.ids, arrival_s=np.asarray(trace.arrival_s) / time_scale,
                  prompt_tokens=trace.prompt_tokens, output_tokens=trace.output_tokens,
-                 task=trace.task, name=trace.name)
+                 task=trace.task, name=trace.name, **trace.prefix_fields())
 
 
 def check_engine_policy(policy: str) -> str:

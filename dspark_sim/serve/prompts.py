@@ -85,3 +85,38 @@ def build_prompts(builder: PromptBuilder, tasks: np.ndarray, lengths: np.ndarray
         out.append(builder.build(task, int(length), offsets[task] + counts[task]))
         counts[task] += 1
     return out
+
+
+def share_content(prompts: list[list[int]], trace) -> list[list[int]]:
+    """Prompt ids whose shared content is shared token for token, as the trace's `hash_ids` and
+    `conversation` say (sim/kv/prefix.py defines what a token is): a hash block's positions copy
+    the first request that had that id, a conversation's positions past its hash blocks copy the
+    conversation's stream (the longest prompt so far). A request's other positions keep its own
+    ids. Without those fields the prompts are returned as they are."""
+    if not trace.has_prefixes:
+        return prompts
+    from ..traces.schema import HASH_BLOCK_TOKENS
+
+    blocks: dict[int, list[int]] = {}
+    streams: dict[str, list[int]] = {}
+    out = []
+    for i, ids in enumerate(prompts):
+        ids = list(ids)
+        start = 0
+        hashes = trace.hash_ids[i] if trace.hash_ids is not None else None
+        if hashes:
+            size = int(trace.hash_block_tokens[i]) or HASH_BLOCK_TOKENS
+            for k, h in enumerate(hashes):
+                lo, hi = k * size, min((k + 1) * size, len(ids))
+                block = blocks.setdefault(h, ids[lo:hi])
+                take = min(hi - lo, len(block))
+                ids[lo:lo + take] = block[:take]
+            start = min(len(hashes) * size, len(ids))
+        conv = trace.conversation[i] if trace.conversation is not None else None
+        if conv is not None:
+            stream = streams.setdefault(conv, [])
+            if len(stream) < len(ids):
+                stream.extend(ids[len(stream):])
+            ids[start:] = stream[start:len(ids)]
+        out.append(ids)
+    return out

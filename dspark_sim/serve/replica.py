@@ -19,6 +19,11 @@ The environment is SimPy's real-time environment in nanoseconds, so arrivals are
 on the trace's clock and every timestamp in requests.csv is wall-clock time since the start.
 Requests generate exactly their trace's `output_tokens` (an EOS does not end them early,
 like a benchmark's ignore-EOS), so the engine and the simulator serve the same work.
+
+KV is reserved at admission (sim/kv/pool.py's `ReservePool`, the default pool). There is no
+prefix cache: each request's KV lives in its own cache and is dropped when it finishes, so no
+block outlives its request to be shared; `validate --prefix-caching` refuses the native engine
+(the vLLM engine has one: `--vllm-server prefix_caching=on`).
 """
 from __future__ import annotations
 

@@ -124,7 +124,9 @@ def _run_fields(outcome: SimOutcome, replicas: int, router: str, hw: HardwarePro
     return {"replicas": replicas, "router": ROUTER_ALIASES.get(router, router),
             "gpus": hw.gpus_per_replica * replicas,
             "closed_loop": asdict(closed_loop) if closed_loop is not None else None,
-            "prefill": prefill, "kv_semantics": kv_semantics, "preemptions": outcome.preemptions}
+            "prefill": prefill, "kv_semantics": kv_semantics, "preemptions": outcome.preemptions,
+            **({"prefix_cached_tokens": outcome.prefix_cached_tokens}
+               if kv_semantics == "blocks+prefix" else {})}
 
 
 def parse_acceptance_option(text: str | None, policies: list[str]) -> dict[str, str | None]:

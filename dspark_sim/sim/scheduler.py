@@ -18,9 +18,11 @@ victim. Every engine (engines/) and serve/'s real replica ask it; none restates 
   Nothing is admitted at a boundary that preempted.
 
 The scheduler writes each request's phase (core/requests.py) as it moves. It knows the engine's
-decoding requests only through `decoding` (running order; an engine sets it, and it is a list
-where the pool can preempt) and the engine's `join` callback; finishes are reported to
-`on_finish` (the replica's bookkeeping: routing counts, a closed loop's next requests).
+decoding requests only through `decoding` (running order; an engine sets it) and the engine's
+`join` and `leave` callbacks (`leave(rid)`: a decoding request is preempted; the engine drops it
+from `decoding` and keeps what it had done); finishes are reported to `on_finish` (the replica's
+bookkeeping: routing counts, a closed loop's next requests). A decoding request's KV length is
+read from the table (`generated`): an engine that keeps it elsewhere writes it before `admit`.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .core.requests import DECODING, DONE, PREEMPTED, PREFILLING, RequestTable
+from .core.requests import DECODING, DONE, PREEMPTED, PREFILLING, WAITING, RequestTable
 from .kv.pool import KVPool
 
 
@@ -38,13 +40,15 @@ class Scheduler:
 
     def __init__(self, table: RequestTable, pool: KVPool, *, max_requests: int, budget: int,
                  prefill_elsewhere: bool, join: Callable[[list[int]], None],
-                 on_finish: Callable[[object, object], None]) -> None:
+                 on_finish: Callable[[object, object], None],
+                 leave: Callable[[int], None] | None = None) -> None:
         self.table = table
         self.pool = pool
         self.budget = budget                          # tokens per iteration
         self.max_requests = min(max_requests, budget)  # each running request needs >= 1 token
         self.prefill_elsewhere = prefill_elsewhere
         self._join = join
+        self._leave = leave if leave is not None else (lambda rid: self.decoding.remove(rid))
         self._on_finish = on_finish
         self._prompt, self._output, _ = table.as_lists()   # fast scalar access
         self.waiting: deque[int] = deque()
@@ -261,12 +265,33 @@ class Scheduler:
         pool = self.pool
         while not pool.grow(rid, slots):
             if not pool.holds(rid):
+                if self._unadmit_after(rid):
+                    continue
                 return False
             victim = self.victim()
             self.preempt(victim)
             if victim == rid:
                 return False
         return True
+
+    def _unadmit_after(self, rid: int) -> bool:
+        """Prefix caching: a request admitted after `rid` that holds only its cached blocks (no
+        chunk yet: still waiting in vLLM's terms) goes back to the queue, the last first, so that
+        `rid`'s first chunk may have the blocks (otherwise their pins could starve it). False when
+        there is none."""
+        later = self.prefilling[self.prefilling.index(rid) + 1:]
+        for other in reversed(later):
+            if self.pool.pins(other):
+                self.prefilling.remove(other)
+                self.pending -= self.target.pop(other) - self.prefilled.pop(other)
+                if other in self._resumed:
+                    self._resumed.discard(other)
+                    self.recompute[other] = int(self.table.generated[other])
+                self.pool.free([other])
+                self.waiting.appendleft(other)
+                self.table.phase[other] = PREEMPTED if self.table.preemptions[other] else WAITING
+                return True
+        return False
 
     def victim(self) -> int:
         """The most recently admitted running request holding KV (vLLM's `running[-1]`: admitted
@@ -282,7 +307,7 @@ class Scheduler:
             self.prefilling.remove(rid)
             self.pending -= self.target.pop(rid) - self.prefilled.pop(rid)
         else:
-            self.decoding.remove(rid)            # an on-demand pool runs with a list of rows
+            self._leave(rid)
         self.recompute[rid] = int(self.table.generated[rid])
         self.pool.free([rid])
         self.waiting.appendleft(rid)

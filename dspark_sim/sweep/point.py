@@ -54,7 +54,8 @@ def point_trace(point: Point) -> Trace:
         n = point.max_requests
         trace = Trace(ids=trace.ids[:n], arrival_s=trace.arrival_s[:n],
                       prompt_tokens=trace.prompt_tokens[:n], output_tokens=trace.output_tokens[:n],
-                      task=trace.task[:n], name=trace.name)
+                      task=trace.task[:n], name=trace.name,
+                      **trace.prefix_fields(slice(0, n)))
     if point.load_mode == "rate":
         trace = scale_arrivals(trace, point.load)
     return trace

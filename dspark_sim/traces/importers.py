@@ -18,7 +18,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..fileio import read_text
-from .schema import DEFAULT_TASK, MAX_TOKENS, Trace, iter_json_lines, load_trace
+from .schema import (DEFAULT_TASK, HASH_BLOCK_TOKENS, MAX_TOKENS, Trace, hash_ids_field,
+                     iter_json_lines, load_trace)
 
 FORMATS = ("azure", "burstgpt", "mooncake")
 
@@ -93,8 +94,9 @@ def _seconds(text: str, name: str, path: Path, line: int) -> float:
 
 
 def _build(path: Path, lines: list[int], times: np.ndarray, prompts: list[int], outputs: list[int],
-           task: str) -> Imported:
-    """Drop zero-length rows, sort by time (stable), shift arrivals to start at 0."""
+           task: str, hash_ids: list | None = None) -> Imported:
+    """Drop zero-length rows, sort by time (stable), shift arrivals to start at 0; `hash_ids`
+    (Mooncake's, one tuple or None per row) go along."""
     if not lines:
         raise InputError("no requests in file", file=path)
     lines_a = np.asarray(lines)
@@ -105,13 +107,19 @@ def _build(path: Path, lines: list[int], times: np.ndarray, prompts: list[int], 
     if not keep.any():
         raise InputError("every row has zero prompt or output tokens", file=path)
     times, lines_a, prompt_a, output_a = times[keep], lines_a[keep], prompt_a[keep], output_a[keep]
+    extra = {}
+    if hash_ids is not None and any(h is not None for h in hash_ids):
+        column = np.empty(len(hash_ids), dtype=object)
+        column[:] = hash_ids
+        extra["hash_ids"] = column[keep]
     order = np.argsort(times, kind="stable")
+    extra = {key: col[order] for key, col in extra.items()}
     reordered = int((order != np.arange(len(order))).sum())
     times = times[order]
     arrival = times - times[0]
     trace = Trace(ids=np.array([str(v) for v in lines_a[order]], dtype=object), arrival_s=arrival,
                   prompt_tokens=prompt_a[order], output_tokens=output_a[order],
-                  task=np.full(len(arrival), task, dtype=object), name=path.stem)
+                  task=np.full(len(arrival), task, dtype=object), name=path.stem, **extra)
     return Imported(trace, skipped_zero=skipped, reordered=reordered)
 
 
@@ -153,9 +161,10 @@ def import_burstgpt(path: str | Path, task: str = DEFAULT_TASK) -> Imported:
 
 
 def import_mooncake(path: str | Path, task: str = DEFAULT_TASK) -> Imported:
-    """Mooncake JSONL (`timestamp` in ms, `input_length`, `output_length`)."""
+    """Mooncake JSONL (`timestamp` in ms, `input_length`, `output_length`, optional `hash_ids`:
+    one id per 512-token block of the input, equal ids = equal content and prefix)."""
     path = Path(path)
-    lines, times, prompts, outputs = [], [], [], []
+    lines, times, prompts, outputs, hashes = [], [], [], [], []
     for line, rec in iter_json_lines(path):
         for key in ("timestamp", "input_length", "output_length"):
             value = rec.get(key)
@@ -167,11 +176,16 @@ def import_mooncake(path: str | Path, task: str = DEFAULT_TASK) -> Imported:
                                        or value > MAX_TOKENS):
                 raise InputError(f"expected an integer in 0..{MAX_TOKENS:,}, got {value!r}",
                                  file=path, line=line, field=key)
+        ids = rec.get("hash_ids")
+        if ids is not None:
+            ids = hash_ids_field(ids, int(rec["input_length"]), HASH_BLOCK_TOKENS, path, line,
+                                 "input_length")
         times.append(rec["timestamp"] / 1000.0)
         prompts.append(int(rec["input_length"]))
         outputs.append(int(rec["output_length"]))
+        hashes.append(ids)
         lines.append(line)
-    return _build(path, lines, np.asarray(times, dtype=float), prompts, outputs, task)
+    return _build(path, lines, np.asarray(times, dtype=float), prompts, outputs, task, hashes)
 
 
 IMPORTERS = {"azure": import_azure, "burstgpt": import_burstgpt, "mooncake": import_mooncake}

@@ -43,4 +43,7 @@ def slice_trace(trace: Trace, start_s: float = 0.0, duration_s: float | None = N
                  arrival_s=(t[idx] - t[idx[0]]) * stretch,
                  prompt_tokens=scaled(trace.prompt_tokens, prompt_scale, max_prompt_tokens),
                  output_tokens=scaled(trace.output_tokens, output_scale, max_output_tokens),
-                 task=np.asarray(trace.task, dtype=object)[idx], name=trace.name)
+                 task=np.asarray(trace.task, dtype=object)[idx], name=trace.name,
+                 # shared content stays where the prompts keep their tokens
+                 **(trace.prefix_fields(idx) if prompt_scale == 1.0 and max_prompt_tokens is None
+                    else {}))

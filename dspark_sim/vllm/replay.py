@@ -214,7 +214,7 @@ def replay_inputs(trace_path: Path, policies: list[str], target: str, prompts: s
     from transformers import AutoTokenizer
 
     from ..serve.engine import scale_trace
-    from ..serve.prompts import PromptBuilder, build_prompts, prompt_sets
+    from ..serve.prompts import PromptBuilder, build_prompts, prompt_sets, share_content
     from ..traces.schema import load_trace
     from .client import check_loopback
     from .runtime import aiperf_command, parse_drafter, policy_spec_tokens, resolve_model
@@ -240,8 +240,8 @@ def replay_inputs(trace_path: Path, policies: list[str], target: str, prompts: s
         raise InputError("vLLM replays need a local model folder (AIPerf and the prompts read its "
                          "tokenizer)", field="--target")
     tokenizer = AutoTokenizer.from_pretrained(model)
-    ids = build_prompts(PromptBuilder(tokenizer, prompt_sets(prompts), chat), trace.task,
-                        trace.prompt_tokens, seed)
+    ids = share_content(build_prompts(PromptBuilder(tokenizer, prompt_sets(prompts), chat),
+                                      trace.task, trace.prompt_tokens, seed), trace)
     spec = server_spec(model, None, limits)
     setup = VLLMSetup(python=python, aiperf=aiperf_exe, base=spec, drafter=drafter_cfg,
                       tokenizer=model, url=url, timeout_s=timeout, schedule=schedule)

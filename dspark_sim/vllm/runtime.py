@@ -197,13 +197,14 @@ class ServerSpec:
     eager: bool = True
     threads: int | None = 1
     per_request_metrics: bool = True
+    prefix_caching: bool = False              # vLLM's own default is on; off unless asked
     extra_args: list[str] = field(default_factory=list)
 
     def args(self, port: int) -> list[str]:
         a = ["-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
              "--served-model-name", self.served_name, "--host", "127.0.0.1", "--port", str(port),
              "--dtype", self.dtype, "--max-model-len", str(self.max_model_len),
-             "--no-enable-prefix-caching"]
+             "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching"]
         if self.eager:
             a.append("--enforce-eager")
         if self.speculative:

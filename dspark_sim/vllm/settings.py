@@ -15,6 +15,9 @@ SERVER_SETTINGS = {   # key: (type, default, meaning)
     "threads": (int, 1, "OpenMP threads of the worker, bound to the first cores (1 leaves a core "
                 "for the API server and the load generator)"),
     "dtype": (str, "float32", "vLLM --dtype (float32 on CPU; auto or bfloat16 on a GPU)"),
+    "prefix_caching": (str, "off", "on: vLLM's --enable-prefix-caching (its own default); off: "
+                       "--no-enable-prefix-caching (simulate with --kv-semantics blocks "
+                       "--prefix-caching to match on)"),
 }
 
 
@@ -28,6 +31,7 @@ class ServerLimits:
     kv_cache_gib: float = 2.0
     threads: int = 1
     dtype: str = "float32"
+    prefix_caching: str = "off"
 
 
 def parse_server(text: str) -> ServerLimits:
@@ -46,6 +50,8 @@ def parse_server(text: str) -> ServerLimits:
             values[key] = kind(raw.strip())
         except ValueError:
             raise InputError(f"{key} must be {kind.__name__}, got {raw!r}", field="--vllm-server") from None
+        if key == "prefix_caching" and values[key] not in ("on", "off"):
+            raise InputError(f"prefix_caching must be on or off, got {raw!r}", field="--vllm-server")
         if kind is not str and not values[key] > 0:
             raise InputError(f"{key} must be > 0, got {raw!r}", field="--vllm-server")
     return ServerLimits(**values)
@@ -59,4 +65,5 @@ def server_spec(model: str, speculative: dict | None, limits: ServerLimits, iter
     return ServerSpec(model=model, dtype=limits.dtype, max_model_len=limits.max_model_len,
                       speculative=speculative, max_num_seqs=limits.max_num_seqs,
                       max_num_batched_tokens=limits.max_num_batched_tokens,
-                      kv_cache_gib=limits.kv_cache_gib, threads=limits.threads, extra_args=extra)
+                      kv_cache_gib=limits.kv_cache_gib, threads=limits.threads,
+                      prefix_caching=limits.prefix_caching == "on", extra_args=extra)

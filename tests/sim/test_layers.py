@@ -91,6 +91,11 @@ RULES = {
         (r"\* (self\.)?_?slope\b|\.per_draft\b|\.linear\b|_draft_of\b", {"sim/cost/iteration.py"}),
     "drafts made per step: the fixed number or the largest verify length":
         (r"max\(lengths|drafts is not None else (self\.)?gamma\b", {"sim/speculation/base.py"}),
+    "the prefix hash chain (a block's id from its parent's and its tokens') and the cache hit at "
+    "admission (full blocks, at most input - 1 tokens)":
+        (r"_intern\b|setdefault\(key|\(input_tokens - 1\) //|HASH_BLOCK_TOKENS", {"sim/kv/prefix.py"}),
+    "a request's blocks: ceil(tokens / block size)":
+        (r"-\(-", {"sim/kv/paged.py"}),
     "an iteration's time: step + prefill + attention, rounded":
         (r"context_ns \*|prefill_ns\[|step_ns\[",
          {"sim/cost/iteration.py", "sim/engines/stretch.py", "sim/engines/stretch_kernel.pyx"}),

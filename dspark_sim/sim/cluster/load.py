@@ -23,7 +23,7 @@ def scale_arrivals(trace: Trace, factor: float) -> Trace:
         raise InputError(f"must be a positive number, got {factor}", field="rate_scale")
     return Trace(ids=trace.ids, arrival_s=np.asarray(trace.arrival_s, dtype=float) / factor,
                  prompt_tokens=trace.prompt_tokens, output_tokens=trace.output_tokens,
-                 task=trace.task, name=trace.name)
+                 task=trace.task, name=trace.name, **trace.prefix_fields())
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class ClosedLoop:
         k = np.arange(count) // self.users
         ids = np.array([f"u{u}.{j}:{trace.ids[s]}" for u, j, s in zip(user, k, src)], dtype=object)
         return Trace(ids=ids, arrival_s=np.zeros(count), prompt_tokens=trace.prompt_tokens[src],
-                     output_tokens=trace.output_tokens[src], task=trace.task[src], name=trace.name)
+                     output_tokens=trace.output_tokens[src], task=trace.task[src], name=trace.name,
+                     **trace.prefix_fields(src))
 
     def user_of(self, rows: np.ndarray) -> np.ndarray:
         """User of each request row."""

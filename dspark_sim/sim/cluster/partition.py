@@ -55,7 +55,8 @@ def take(trace: Trace, rows: np.ndarray) -> Trace:
     """The requests `rows` of a trace, in order."""
     return Trace(ids=trace.ids[rows], arrival_s=trace.arrival_s[rows],
                  prompt_tokens=trace.prompt_tokens[rows], output_tokens=trace.output_tokens[rows],
-                 task=trace.task[rows], name=trace.name)
+                 task=trace.task[rows], name=trace.name,
+                 **trace.prefix_fields(rows))
 
 
 def run_part(part: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,

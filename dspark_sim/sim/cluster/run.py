@@ -140,6 +140,7 @@ class SimOutcome:
     cpu_s: float = 0.0       # CPU time of this process (robust on a shared machine)
     preemptions: int = 0     # paged KV: requests preempted (recomputed later)
     worker_peak_rss_kb: int = 0   # partitioned runs: the largest peak RSS of a worker process
+    prefix_cached_tokens: int = 0   # prefix caching: input tokens found cached at admissions
 
 
 def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: AcceptanceProfile | None,
@@ -163,7 +164,9 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
     cluster.run(progress)
     return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
                       time.process_time() - c0,
-                      sum(getattr(r, "preemptions", 0) for r in cluster.replicas))
+                      sum(getattr(r, "preemptions", 0) for r in cluster.replicas),
+                      prefix_cached_tokens=sum(getattr(r.sched.pool, "hit_tokens", 0)
+                                               for r in cluster.replicas))
 
 
 def check_options(router: str, replicas: int, prefill: str, engine: str, kv_semantics: str) -> None:

@@ -28,6 +28,7 @@ class RequestTable:
         self.prompt = np.asarray(trace.prompt_tokens, dtype=np.int64)
         self.output = np.asarray(trace.output_tokens, dtype=np.int64)
         self.kv_need = self.prompt + self.output          # KV tokens reserved at admission
+        self.content = trace.prefix_fields()              # shared-content columns (kv/prefix.py)
         self.replica = np.full(n, -1, dtype=np.int64)
         self.first_token_ns = np.full(n, -1, dtype=np.int64)
         self.finish_ns = np.full(n, -1, dtype=np.int64)

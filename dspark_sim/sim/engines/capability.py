@@ -47,8 +47,8 @@ class Capability:
 
 
 CAPABILITIES = {
-    "reference": Capability(("reserve", "blocks"), stateful=True, capped_drafts=True, needs_plans=False),
-    "loop": Capability(("reserve",), stateful=False, capped_drafts=False, needs_plans=True),
+    "reference": Capability(("reserve", "blocks", "blocks+prefix"), stateful=True, capped_drafts=True, needs_plans=False),
+    "loop": Capability(("reserve", "blocks"), stateful=False, capped_drafts=False, needs_plans=True),
     "block": Capability(("reserve",), stateful=False, capped_drafts=False, needs_plans=False),
 }
 
@@ -64,11 +64,11 @@ def why_not(engine: str, needs: Needs) -> InputError | None:
         return InputError(f"the acceptance profile caps some steps' drafts (`drafted`); engine "
                           f"{engine!r} does not model that, use 'reference' or 'fast'", field="engine")
     if needs.kv_semantics not in cap.kv_semantics or (needs.stateful and not cap.stateful):
-        why = "--kv-semantics blocks" if needs.kv_semantics not in cap.kv_semantics else \
-            f"policy {needs.policy}"
+        why = f"--kv-semantics {needs.kv_semantics}".replace("+prefix", " --prefix-caching") \
+            if needs.kv_semantics not in cap.kv_semantics else f"policy {needs.policy}"
         return InputError(f"{why} runs on the per-iteration engine only; use --engine fast or "
                           f"reference", field="engine")
-    if needs.kv_semantics == "blocks" and needs.disaggregated and not cap.paged_disaggregated:
+    if needs.kv_semantics != "reserve" and needs.disaggregated and not cap.paged_disaggregated:
         return InputError("--kv-semantics blocks does not model disaggregated prefill", field="prefill")
     return None
 

@@ -12,6 +12,14 @@ reference engine, bit for bit (tests).
 Bookkeeping that would cost a store per row and iteration is done per stretch instead: a
 row's decode step is the iteration index minus the index of its first decode iteration, and
 verified drafts are settled whenever the verify lengths change.
+
+Paged KV (`--kv-semantics blocks`, with or without prefix caching): the scheduler grows the rows'
+blocks and admits at every boundary, as on the reference engine, from the rows' generated tokens
+written into the table first. A steady stretch runs only when the free blocks hold every row's
+growth to its last step (no preemption can happen in it, and the head of the queue cannot come to
+fit: free blocks only shrink); the growth is then taken at the stretch's end, the same blocks. A
+preempted row leaves the lists with what it had done (`_resume`), and rejoins at its decode step
+when its recompute ends.
 """
 from __future__ import annotations
 
@@ -50,6 +58,11 @@ class LoopReplica(ReplicaBase):
         self._kv_sum = 0                  # prompt + generated over the decoding rows
         self._plans: dict[tuple, object] = {}
         self._results: list[tuple[int, int, int, int, int, int]] = []   # finished rows
+        # paged KV: preempted requests' (steps, accepted, verified) so far, and for rows rejoined
+        # after a recompute (steps, generated) at their rejoining
+        self._on_demand = self.sched.pool.on_demand
+        self._resume: dict[int, tuple[int, int, int]] = {}
+        self._rejoined: dict[int, tuple[int, int]] = {}
         self.decoders = self._rid
         self._refresh()
 
@@ -122,9 +135,10 @@ class LoopReplica(ReplicaBase):
         closed = self.feed.closed_think_ns is not None
         inline = not closed and self.feed.replica_count == 1
         steady = not (oracle or lag or self.prefill_elsewhere)    # and, each time, not prefilling
+        on_demand = self._on_demand
         while True:
             r = len(rid)
-            if r and steady and not prefilling:
+            if r and steady and not prefilling and (not on_demand or self._room_to_finish()):
                 # iterations of the same rows at their usual verify lengths, without prefill:
                 # only the rows' tokens and the KV context change, until a row finishes or an
                 # iteration reaches the next arrival (admission cannot change meanwhile: only a
@@ -198,7 +212,11 @@ class LoopReplica(ReplicaBase):
                 t_arr = self.feed.next_arrival_ns(self)
                 if t_arr is None:
                     t_arr = 1 << 62
-            if waiting:
+            if on_demand:          # rows grow (and may be preempted) at every boundary
+                self._kv_sum, self.iterations = kv_sum, it
+                self.admit()
+                kv_sum, total = self._kv_sum, self._sum_lengths
+            elif waiting:
                 if self.prefill_elsewhere:       # admitted requests join the rows at once
                     self._kv_sum, self.iterations = kv_sum, it
                     self.admit(now)
@@ -270,20 +288,80 @@ class LoopReplica(ReplicaBase):
                     runs = (runs * (steps // period + 1))[:steps]
             else:
                 runs = bytes(steps)
+            first, owed, generated = it, steps, 1
+            if self._resume and rid in self._resume:      # back from a recompute
+                done_steps = self._resume[rid][0]
+                generated = int(self.table.generated[rid])
+                first, owed = it - done_steps, self._output[rid] - generated
+                self._rejoined[rid] = (done_steps, generated)
             self._rid.append(rid)
             self._seq.append(runs)
             self._tok.append(b"")
             self._tok_len.append(-1)
-            self._first.append(it)
-            self._owed.append(steps)
+            self._first.append(first)
+            self._owed.append(owed)
             self._ver.append(0)
             if self._task is not None:
                 self._tasks.append(int(self._task[rid]))
-            self._kv_sum += self._prompt[rid] + 1
+            self._kv_sum += self._prompt[rid] + generated
         self._refresh()
 
     def join_decoding(self, rids: list[int]) -> None:
         self._join(rids, self.iterations)
+
+    # --- paged KV ------------------------------------------------------------------------------
+
+    def admit(self, t_ns: int | None = None) -> None:
+        if self._on_demand:       # the scheduler grows the rows from their generated tokens
+            generated, output, owed = self.table.generated, self._output, self._owed
+            for k, rid in enumerate(self._rid):
+                generated[rid] = output[rid] - owed[k]
+        super().admit(t_ns)
+
+    def _room_to_finish(self) -> bool:
+        """May a steady stretch run on paged KV: the free blocks hold every row's growth up to its
+        last step (drafts included), and the head of the queue does not fit now (it could after
+        a preemption, whose boundary admits nothing)?"""
+        sched = self.sched
+        if sched.waiting and sched.head_fits_after(0, 0):
+            return False
+        drafts = self.policy.scheduled_drafts(self.gamma)
+        prompt, output = self._prompt, self._output
+        rids = self._rid
+        return sched.pool.room_for(rids, [prompt[rid] + output[rid] - 1 + drafts for rid in rids])
+
+    def _finished(self, rids, t_ns) -> None:
+        super()._finished(rids, t_ns)
+        if self._resume:          # back from a recompute owing nothing more: it finishes there
+            drafts = self.policy.drafts
+            for rid in [rids] if isinstance(rids, int) else list(rids):
+                rid = int(rid)
+                if rid in self._resume and rid not in self._rejoined:
+                    steps, accepted, ver = self._resume.pop(rid)
+                    if self._oracle:
+                        ver = accepted
+                    self._results.append((rid, int(t_ns), steps, accepted, ver,
+                                          ver if drafts is None else steps * drafts))
+
+    def leave_decoding(self, rid: int) -> None:
+        """Row `rid` is preempted at the boundary before iteration `self.iterations`: what it
+        has done so far waits in `_resume` for its return."""
+        it = self.iterations
+        self._settle(it)
+        k = self._rid.index(rid)
+        steps = it - self._first[k]
+        generated = self._output[rid] - self._owed[k]
+        before_steps, before_generated = self._rejoined.pop(rid, (0, 1))
+        acc0, ver0 = self._resume.pop(rid, (0, 0, 0))[1:]
+        accepted = acc0 + (generated - before_generated) - (steps - before_steps)
+        self._resume[rid] = (steps, accepted, ver0 + self._ver[k])
+        self._kv_sum -= self._prompt[rid] + generated
+        for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
+                       self._ver):
+            del values[k]
+        if self._task is not None:
+            del self._tasks[k]
+        self._refresh()
 
     def _retire(self, done: list[int], end: int, it: int) -> None:
         """Rows that emitted their last token in iteration it-1, ending at `end`."""
@@ -296,7 +374,14 @@ class LoopReplica(ReplicaBase):
             steps = it - self._first[k]
             # accepted drafts = decode tokens before the final clip - steps
             accepted = out - 1 - self._owed[k] - steps
-            ver = accepted if self._oracle else self._ver[k]
+            ver = self._ver[k]
+            if self._resume and rid in self._resume:       # it was preempted: add its earlier stints
+                before_steps, before_generated = self._rejoined.pop(rid)
+                _, acc0, ver0 = self._resume.pop(rid)
+                accepted = acc0 + out - self._owed[k] - before_generated - (steps - before_steps)
+                ver += ver0
+            if self._oracle:
+                ver = accepted
             self._results.append((rid, end, steps, accepted, ver,
                                   ver if drafts is None else steps * drafts))
             self._kv_sum += self._owed[k] - prompt[rid] - out   # drop the overshoot and the row

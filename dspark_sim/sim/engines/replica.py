@@ -68,7 +68,8 @@ class ReplicaBase:
                                max_requests=hw.max_batch_requests or UNLIMITED,
                                budget=hw.max_batch_tokens or UNLIMITED,
                                prefill_elsewhere=self.prefill_elsewhere,
-                               join=self.join_decoding, on_finish=self._finished)
+                               join=self.join_decoding, on_finish=self._finished,
+                               leave=self.leave_decoding)
         self._prompt, self._output, _ = table.as_lists()   # fast scalar access
         self.routed = 0
         self.finished = 0
@@ -129,6 +130,10 @@ class ReplicaBase:
     def join_decoding(self, rids: list[int]) -> None:  # pragma: no cover
         """Requests (first token emitted) that decode from the next iteration on."""
         raise NotImplementedError
+
+    def leave_decoding(self, rid: int) -> None:
+        """Decoding request `rid` was preempted (paged KV): it leaves the decoding requests."""
+        self.decoders.remove(rid)
 
     def admit(self, t_ns: int | None = None) -> None:
         """The scheduler's admission at the iteration boundary t (default: now)."""

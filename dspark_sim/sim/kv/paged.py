@@ -64,6 +64,14 @@ class PagedPool(KVPool):
         """Blocks request `rid` must add to hold `slots` KV positions."""
         return max(0, blocks_for(slots, self.block_size) - self.held.get(rid, 0))
 
+    def room_for(self, rids, slots) -> bool:
+        """Could every request rids[k] grow to slots[k] KV positions without preempting anyone?"""
+        held, size = self.held, self.block_size
+        need = 0
+        for rid, n in zip(rids, slots):
+            need += max(0, blocks_for(n, size) - held.get(rid, 0))
+        return need <= self.free_blocks
+
     def may_append(self, rid: int, slots: int) -> bool:
         """Can request `rid` grow to `slots` KV positions without preempting anyone?"""
         return self.needed(rid, slots) <= self.free_blocks

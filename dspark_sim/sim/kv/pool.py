@@ -39,6 +39,10 @@ class KVPool:
         """Does `rid` hold KV (may it be preempted to free some)?"""
         return True
 
+    def pins(self, rid: int) -> bool:
+        """Does `rid` hold only the cached blocks it was admitted with (prefix caching)?"""
+        return False
+
     def free(self, rids) -> None:  # pragma: no cover
         """Return the KV of requests `rids` (finished or preempted)."""
         raise NotImplementedError
