@@ -169,7 +169,9 @@ def draft_slope(timings: list[Timing]) -> tuple[Curve, int, np.ndarray]:
         d = np.array([t.width for t in mine], dtype=float)
         y = np.array([t.median_s for t in mine])
         slope = float(np.polyfit(d, y, 1)[0]) if len(np.unique(d)) > 1 else 0.0
-        slopes.append(min(max(slope, 0.0), top / depth))
+        # just under seconds(D) / D, so that a value read back from the file passes the
+        # loader's check (slope x D <= seconds) whatever the rounding of the product
+        slopes.append(min(max(slope, 0.0), top / depth * (1.0 - 1e-9)))
     return curve, depth, np.asarray(slopes)
 
 
