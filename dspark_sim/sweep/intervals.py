@@ -77,13 +77,16 @@ def fit_spread(hw: HardwareProfile, file: str | Path | None = None) -> FitSpread
         raise InputError("expected a list of parameter mappings", file=file, field="fit.draws")
     out = []
     for i, d in enumerate(draws):
-        missing = set(fam.params) - set(d)
+        missing = set(fam.free) - set(d)
         if missing:
             raise InputError(f"lacks {', '.join(sorted(missing))}", file=file, field=f"fit.draws[{i}]")
         try:
-            out.append({k: float(v) for k, v in d.items()})
+            values = {k: float(v) for k, v in d.items()}
         except (TypeError, ValueError):
             raise InputError(f"expected numbers, got {d}", file=file, field=f"fit.draws[{i}]") from None
+        # parameters the fit did not estimate (fixed, or held such as per_request_s in a
+        # profile fitted before that term existed) take the family's value
+        out.append({**fam.full(values), **values})
         if any(not np.isfinite(v) or v < 0 for v in out[-1].values()):
             raise InputError(f"expected finite numbers >= 0, got {d}", file=file, field=f"fit.draws[{i}]")
     return FitSpread(hw, fam, out, dict(fit.get("observed_range") or {}))

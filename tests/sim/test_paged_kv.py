@@ -96,11 +96,13 @@ def test_a_request_that_can_never_finish_is_bad_input():
         simulate(trace, "static-3", hw, parametric({"chat": [0.8] * 3}), kv_semantics="blocks")
 
 
-def test_paged_kv_refuses_the_batched_engines():
+def test_paged_kv_refuses_the_block_engine():
+    """Paged KV runs on the loop and reference engines; the numpy block engine refuses it and
+    names the engines that can."""
     trace = make_trace([0.0], [10], [5])
-    with pytest.raises(InputError, match="per-iteration"):
+    with pytest.raises(InputError, match="reference or loop engine only, not 'block'"):
         simulate(trace, "mtp1", table_hw([1, 64], [0.01, 0.02]), parametric({"chat": [0.8]}),
-                 engine="loop", kv_semantics="blocks")
+                 engine="block", kv_semantics="blocks")
 
 
 def test_paged_pool():

@@ -177,8 +177,9 @@ def test_replay_cli_with_vllm_semantics(tmp_path, capsys):
     assert not (tmp_path / "o2").exists()
     assert main(["replay", str(trace), "--policy", "vllm-schedule", "--hw", str(hw),
                  "--out", str(tmp_path / "o3")]) == 2
-    assert main(["replay", str(trace), "--policy", "mtp1", "--sim-engine", "loop", "--kv-semantics",
+    assert main(["replay", str(trace), "--policy", "mtp1", "--sim-engine", "block", "--kv-semantics",
                  "blocks", "--hw", str(hw), "--out", str(tmp_path / "o4")]) == 2
+    assert "not 'block'" in capsys.readouterr().err
 
 
 def test_sweep_cli_runs_the_vllm_policies(tmp_path):

@@ -66,8 +66,10 @@ def why_not(engine: str, needs: Needs) -> InputError | None:
     if needs.kv_semantics not in cap.kv_semantics or (needs.stateful and not cap.stateful):
         why = f"--kv-semantics {needs.kv_semantics}".replace("+prefix", " --prefix-caching") \
             if needs.kv_semantics not in cap.kv_semantics else f"policy {needs.policy}"
-        return InputError(f"{why} runs on the per-iteration engine only; use --engine fast or "
-                          f"reference", field="engine")
+        able = [e for e, c in CAPABILITIES.items() if needs.kv_semantics in c.kv_semantics
+                and (c.stateful or not needs.stateful)]
+        return InputError(f"{why} runs on the {' or '.join(able)} engine only, not {engine!r}; use "
+                          f"--sim-engine fast (it picks one) or {' or '.join(able)}", field="engine")
     if needs.kv_semantics != "reserve" and needs.disaggregated and not cap.paged_disaggregated:
         return InputError("--kv-semantics blocks does not model disaggregated prefill", field="prefill")
     return None
