@@ -88,7 +88,7 @@ class Scheduler:
         if self.pool.on_demand:
             self._preempted_now = False
             self._grow_decoding(scheduled_drafts)
-            if self._preempted_now:
+            if self._preempted_now or not self.waiting:
                 return
         while self._admit_pass(t_ns):        # disaggregated: finishes on admission free room
             pass
@@ -249,11 +249,13 @@ class Scheduler:
     def _grow_decoding(self, drafts: int) -> None:
         """Grow each decoding request, in running order, for the coming iteration: prompt +
         generated + `drafts` scheduled drafts."""
-        t, prompt = self.table, self._prompt
+        prompt, generated = self._prompt, self.table.generated
+        grow = self.pool.grow
         k = 0
         while k < len(self.decoding):
             rid = self.decoding[k]
-            if self.make_room(rid, prompt[rid] + int(t.generated[rid]) + drafts):
+            slots = prompt[rid] + int(generated[rid]) + drafts
+            if grow(rid, slots) or self.make_room(rid, slots):    # room, or made by preempting
                 k += 1
             else:
                 break          # rid itself was preempted, and everyone after it before

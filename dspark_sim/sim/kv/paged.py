@@ -36,9 +36,18 @@ class PagedPool(KVPool):
         return 0 if self.can_allocate(input_tokens) else None
 
     def grow(self, rid: int, slots: int) -> bool:
-        if not self.may_append(rid, slots):
+        # `may_append` then `allocate`, inlined: the scheduler calls it for every decoding row at
+        # every boundary
+        held = self.held
+        extra = -(-slots // self.block_size) - held.get(rid, 0)
+        if extra <= 0:
+            if rid not in held:
+                held[rid] = 0
+            return True
+        if extra > self.free_blocks:
             return False
-        self.allocate(rid, slots)
+        self.free_blocks -= extra
+        held[rid] = held.get(rid, 0) + extra
         return True
 
     def holds(self, rid: int) -> bool:
@@ -69,7 +78,9 @@ class PagedPool(KVPool):
         held, size = self.held, self.block_size
         need = 0
         for rid, n in zip(rids, slots):
-            need += max(0, blocks_for(n, size) - held.get(rid, 0))
+            more = -(-n // size) - held.get(rid, 0)         # blocks_for, inlined (hot)
+            if more > 0:
+                need += more
         return need <= self.free_blocks
 
     def may_append(self, rid: int, slots: int) -> bool:

@@ -152,6 +152,12 @@ class PrefixPool(PagedPool):
         hit = self.hits(rid, input_tokens)
         return blocks_for(input_tokens, self.block_size) - len(hit) <= self.free_blocks + freed
 
+    def grow(self, rid: int, slots: int) -> bool:
+        if not self.may_append(rid, slots):
+            return False
+        self.allocate(rid, slots)          # blocks by number, and the cache to register
+        return True
+
     def allocate(self, rid: int, slots: int) -> None:
         extra = self.needed(rid, slots)
         if extra > self.free_blocks:
