@@ -30,8 +30,10 @@ def _run(sc, engine="fast", kv="reserve", hw=None):
 
 
 @st.composite
-def scenarios(draw, tight=False):
-    trace = draw(traces())
+def scenarios(draw, tight=False, trace_strategy=None):
+    """A replay to run: a random trace (from `trace_strategy`, default test_conservation's),
+    profiles, policy, replicas, router, seed; with `tight`, a pool just big enough."""
+    trace = draw(trace_strategy if trace_strategy is not None else traces())
     hw = draw(hardware(trace))
     acc = draw(acceptance())
     if tight:       # a pool just big enough for the longest request's last step

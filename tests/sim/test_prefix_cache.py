@@ -10,14 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simkit import make_trace, table_hw
-from test_conservation import acceptance, check_conservation, hardware, traces
-from test_paged_kv import ALL, SCHEDULE
+from test_conservation import check_conservation, traces
+from test_paged_kv import SCHEDULE
+from test_paged_kv import scenarios as paged_scenarios
 
 from dspark_sim.errors import InputError
 from dspark_sim.serve.prompts import share_content
 from dspark_sim.sim.cluster.run import Cluster, SimOutcome, simulate
 from dspark_sim.sim.core.requests import DONE, RequestTable
-from dspark_sim.sim.kv.paged import blocks_for
 from dspark_sim.sim.kv.prefix import PrefixPool
 from dspark_sim.sim.kv.semantics import with_prefix_caching
 from dspark_sim.traces.conversations import MultiTurn, generate_conversations
@@ -54,19 +54,9 @@ def shared_traces(draw):
     return _with_content(trace, conv, hashes, block)
 
 
-@st.composite
-def scenarios(draw, tight=False, shared=True):
-    trace = draw(shared_traces()) if shared else draw(traces())
-    hw = draw(hardware(trace))
-    acc = draw(acceptance())
-    if tight:
-        need = int((trace.prompt_tokens + trace.output_tokens).max()) - 1 + acc.gamma
-        size = draw(st.sampled_from([1, 4, 16]))
-        blocks = blocks_for(need, size) + draw(st.integers(0, 12))
-        hw.kv_capacity_tokens, hw.kv_block_size = blocks * size, size
-    return dict(trace=trace, hw=hw, acc=acc, policy=draw(st.sampled_from(ALL)),
-                replicas=draw(st.integers(1, 3)), router=draw(st.sampled_from(["rr", "least-outstanding"])),
-                seed=draw(st.integers(0, 3)))
+def scenarios(tight=False, shared=True):
+    """test_paged_kv's scenarios, on traces with shared content (or, `shared=False`, without)."""
+    return paged_scenarios(tight=tight, trace_strategy=shared_traces() if shared else traces())
 
 
 def _run(sc, kv):

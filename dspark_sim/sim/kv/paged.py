@@ -36,8 +36,8 @@ class PagedPool(KVPool):
         return 0 if self.can_allocate(input_tokens) else None
 
     def grow(self, rid: int, slots: int) -> bool:
-        # `may_append` then `allocate`, inlined: the scheduler calls it for every decoding row at
-        # every boundary
+        # the blocks arithmetic inline (`allocate` calls this): the scheduler grows every
+        # decoding row at every boundary
         held = self.held
         extra = -(-slots // self.block_size) - held.get(rid, 0)
         if extra <= 0:
@@ -89,12 +89,9 @@ class PagedPool(KVPool):
 
     def allocate(self, rid: int, slots: int) -> None:
         """Grow request `rid` to hold `slots` KV positions (call `may_append` first)."""
-        extra = self.needed(rid, slots)
-        if extra > self.free_blocks:
-            raise RuntimeError(f"KV pool exhausted: request {rid} needs {extra} blocks, "
-                               f"{self.free_blocks} free")
-        self.free_blocks -= extra
-        self.held[rid] = self.held.get(rid, 0) + extra
+        if not self.grow(rid, slots):
+            raise RuntimeError(f"KV pool exhausted: request {rid} needs {self.needed(rid, slots)} "
+                               f"blocks, {self.free_blocks} free")
 
     def deallocate(self, rid: int) -> None:
         """Return every block of request `rid` to the pool."""
