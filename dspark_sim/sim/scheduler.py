@@ -49,7 +49,7 @@ class Scheduler:
         self.prefill_elsewhere = prefill_elsewhere
         self._join = join
         self._leave = leave if leave is not None else (lambda rid: self.decoding.remove(rid))
-        self._on_finish = on_finish
+        self.on_finish = on_finish                    # an engine may put its own in
         self._prompt, self._output, _ = table.as_lists()   # fast scalar access
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
@@ -61,14 +61,14 @@ class Scheduler:
         self.decoding: Sequence[int] = []        # the engine's decoding requests, running order
         self.preemptions = 0
         self._preempted_now = False
+        # queue(rid): a request routed to this replica waits at the back of the queue (FCFS)
+        self.queue = self.waiting.append
         if not pool.on_demand:         # nothing grows: the chunks are the plan (one call less)
             self.take_prefill = self.plan_prefill
+            if not prefill_elsewhere:  # and admission is one pass (one call less)
+                self.admit = self._admit_pass
 
     # --- the queue and admission -----------------------------------------------------------------
-
-    def queue(self, rid: int) -> None:
-        """A request routed to this replica waits at the back of the queue."""
-        self.waiting.append(rid)
 
     @property
     def running(self) -> int:
@@ -80,21 +80,24 @@ class Scheduler:
         output tokens it had generated."""
         return self._prompt[rid] + self.recompute.get(rid, 0)
 
-    def admit(self, t_ns: int, scheduled_drafts: int = 0) -> None:
+    def admit(self, t_ns: int, scheduled_drafts: int = 0, known: list[int] | None = None) -> None:
         """Admission at the iteration boundary t (the coming iteration schedules
-        `scheduled_drafts` drafts per decoding request: what an on-demand pool grows them by)."""
+        `scheduled_drafts` drafts per decoding request: what an on-demand pool grows them by).
+        `known`: the decoding requests' KV positions now (prompt + generated), in running order,
+        from an engine that keeps the generated tokens itself (default: read from the table)."""
         if not self.waiting and not self.pool.on_demand:
             return
         if self.pool.on_demand:
             self._preempted_now = False
-            self._grow_decoding(scheduled_drafts)
+            self._grow_decoding(scheduled_drafts, known)
             if self._preempted_now or not self.waiting:
                 return
         while self._admit_pass(t_ns):        # disaggregated: finishes on admission free room
             pass
 
-    def _admit_pass(self, t_ns: int) -> bool:
-        """One pass of admission; True when requests with prefill elsewhere were admitted."""
+    def _admit_pass(self, t_ns: int, scheduled_drafts: int = 0) -> bool:
+        """One pass of admission (`scheduled_drafts`: as `admit`, unused here); True when requests
+        with prefill elsewhere were admitted."""
         elsewhere: list[int] = []
         phase, waiting, prefilling, pool = self.table.phase, self.waiting, self.prefilling, self.pool
         while waiting:
@@ -242,23 +245,24 @@ class Scheduler:
         else:
             phase[rids] = DONE
         self.pool.free(rids)
-        self._on_finish(rids, t_ns)
+        self.on_finish(rids, t_ns)
 
     # --- preemption (a pool that grows on demand) --------------------------------------------
 
-    def _grow_decoding(self, drafts: int) -> None:
-        """Grow each decoding request, in running order, for the coming iteration: prompt +
-        generated + `drafts` scheduled drafts."""
-        prompt, generated = self._prompt, self.table.generated
-        grow = self.pool.grow
-        k = 0
-        while k < len(self.decoding):
-            rid = self.decoding[k]
-            slots = prompt[rid] + int(generated[rid]) + drafts
-            if grow(rid, slots) or self.make_room(rid, slots):    # room, or made by preempting
-                k += 1
-            else:
-                break          # rid itself was preempted, and everyone after it before
+    def _grow_decoding(self, drafts: int, known: list[int] | None) -> None:
+        """Grow each decoding request, in running order, for the coming iteration: its `known`
+        KV positions (prompt + generated) + `drafts` scheduled drafts. A victim is always the
+        last decoding request (or a prefilling one), so known[k] stays the k-th row's."""
+        rows = self.decoding
+        if known is None:
+            prompt, generated = self._prompt, self.table.generated
+            known = [prompt[rid] + int(generated[rid]) for rid in rows]
+        grow_rows = self.pool.grow_rows
+        k = grow_rows(rows, known, 0, drafts)
+        while k < len(rows):                    # rows[k] does not fit: preempt to make room
+            if not self.make_room(rows[k], known[k] + drafts):
+                break          # rows[k] itself was preempted, and everyone after it before
+            k = grow_rows(rows, known, k + 1, drafts)
 
     def make_room(self, rid: int, slots: int) -> bool:
         """Grow `rid` to `slots` KV positions, preempting the victim while the pool is short;

@@ -63,6 +63,14 @@ class LoopReplica(ReplicaBase):
         self._on_demand = self.sched.pool.on_demand
         self._resume: dict[int, tuple[int, int, int]] = {}
         self._rejoined: dict[int, tuple[int, int]] = {}
+        if self._on_demand:       # preempted rows may finish at their recompute's end
+            self.sched.on_finish = self._finished_paged
+        self._sched_drafts = p.scheduled_drafts(self.gamma)     # fixed: no stateful policy here
+        # the free blocks hold every row's growth to its end (`_room_to_finish`); once true it
+        # stays true while blocks go only to these rows' growth (which takes from both sides
+        # alike) or come back (finishes, preemptions): until a prefill chunk or a joining row
+        self._room_ok = False
+        self._write_generated = self.sched.pool.reads_generated   # else the rows' KV is passed
         self.decoders = self._rid
         self._refresh()
 
@@ -194,6 +202,7 @@ class LoopReplica(ReplicaBase):
                 if done is not None:
                     self._retire(done, end, it)
                 if chunks:
+                    self._room_ok = False          # the chunks took blocks
                     joiners = sched.stamp_prefill(sched.apply_prefill(chunks), end)
                     if joiners:
                         self._join(joiners, it)
@@ -225,8 +234,8 @@ class LoopReplica(ReplicaBase):
                         t_next = self.feed.next_arrival_ns(self)
                         if t_next is not None and t_next < t_arr:
                             t_arr = t_next
-                else:
-                    self.admit()
+                else:             # (reserve: nothing to write first; no time stamp to give)
+                    sched.admit(0)
             if not prefilling and not rid:
                 break
         self._kv_sum = kv_sum
@@ -280,6 +289,7 @@ class LoopReplica(ReplicaBase):
     def _join(self, joiners: list[int], it: int) -> None:
         """Requests whose prefill ended in iteration it-1 decode from iteration it on."""
         self._settle(it)
+        self._room_ok = False
         for rid in joiners:
             steps = self._output[rid] - 1
             if self.sampler is not None:
@@ -312,11 +322,19 @@ class LoopReplica(ReplicaBase):
     # --- paged KV ------------------------------------------------------------------------------
 
     def admit(self, t_ns: int | None = None) -> None:
-        if self._on_demand:       # the scheduler grows the rows from their generated tokens
-            generated, output, owed = self.table.generated, self._output, self._owed
+        if not self._on_demand:
+            super().admit(t_ns)
+            return
+        # the scheduler grows the rows from their KV positions (prompt + generated)
+        output, owed, known = self._output, self._owed, None
+        if self._write_generated:        # the pool reads them from the table
+            generated = self.table.generated
             for k, rid in enumerate(self._rid):
                 generated[rid] = output[rid] - owed[k]
-        super().admit(t_ns)
+        else:
+            prompt = self._prompt
+            known = [prompt[rid] + output[rid] - owed[k] for k, rid in enumerate(self._rid)]
+        self.sched.admit(int(self.env.now) if t_ns is None else t_ns, self._sched_drafts, known)
 
     def _room_to_finish(self) -> bool:
         """May a steady stretch run on paged KV: the free blocks hold every row's growth up to its
@@ -325,13 +343,17 @@ class LoopReplica(ReplicaBase):
         sched = self.sched
         if sched.waiting and sched.head_fits_after(0, 0):
             return False
-        drafts = self.policy.scheduled_drafts(self.gamma)
+        if self._room_ok:
+            return True
+        drafts = self._sched_drafts
         prompt, output = self._prompt, self._output
         rids = self._rid
-        return sched.pool.room_for(rids, [prompt[rid] + output[rid] - 1 + drafts for rid in rids])
+        self._room_ok = sched.pool.room_for(rids, [prompt[rid] + output[rid] - 1 + drafts for rid in rids])
+        return self._room_ok
 
-    def _finished(self, rids, t_ns) -> None:
-        super()._finished(rids, t_ns)
+    def _finished_paged(self, rids, t_ns) -> None:
+        """`_finished`, and the results of rows back from a recompute that owed nothing more."""
+        self._finished(rids, t_ns)
         if self._resume:          # back from a recompute owing nothing more: it finishes there
             drafts = self.policy.drafts
             for rid in [rids] if isinstance(rids, int) else list(rids):
@@ -351,6 +373,7 @@ class LoopReplica(ReplicaBase):
         k = self._rid.index(rid)
         steps = it - self._first[k]
         generated = self._output[rid] - self._owed[k]
+        self.table.generated[rid] = generated        # what the scheduler recomputes
         before_steps, before_generated = self._rejoined.pop(rid, (0, 1))
         acc0, ver0 = self._resume.pop(rid, (0, 0, 0))[1:]
         accepted = acc0 + (generated - before_generated) - (steps - before_steps)

@@ -50,6 +50,23 @@ class PagedPool(KVPool):
         held[rid] = held.get(rid, 0) + extra
         return True
 
+    def grow_rows(self, rids, slots, start: int, extra: int) -> int:
+        # `grow` over the rows with its arithmetic inline (every decoding row, every boundary)
+        held, size = self.held, self.block_size
+        k, n = start, len(rids)
+        while k < n:
+            rid = rids[k]
+            more = -(-(slots[k] + extra) // size) - held.get(rid, 0)
+            if more > 0:
+                if more > self.free_blocks:
+                    return k
+                self.free_blocks -= more
+                held[rid] = held.get(rid, 0) + more
+            elif rid not in held:
+                held[rid] = 0
+            k += 1
+        return k
+
     def holds(self, rid: int) -> bool:
         return bool(self.held.get(rid))
 

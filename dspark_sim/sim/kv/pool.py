@@ -24,6 +24,7 @@ class KVPool:
     """What the scheduler asks of a replica's KV cache (request ids index the request table)."""
 
     on_demand = False     # requests grow as they run and the pool may run short (preemption)
+    reads_generated = False   # `grow` reads the table's generated tokens (engines keep it current)
 
     def admit(self, rid: int, input_tokens: int) -> int | None:  # pragma: no cover
         """Take what admitting `rid` takes, its input (prompt, plus generated tokens to recompute
@@ -34,6 +35,15 @@ class KVPool:
     def grow(self, rid: int, slots: int) -> bool:
         """Hold `slots` KV positions for `rid` if the pool has room (True) or not (False)."""
         return True
+
+    def grow_rows(self, rids, slots, start: int, extra: int) -> int:
+        """`grow` rids[k] to slots[k] + extra, k = start, start + 1, ... in order; the index of
+        the first that did not fit (len(rids) when all did). One call for a boundary's rows."""
+        grow = self.grow
+        k, n = start, len(rids)
+        while k < n and grow(rids[k], slots[k] + extra):
+            k += 1
+        return k
 
     def holds(self, rid: int) -> bool:
         """Does `rid` hold KV (may it be preempted to free some)?"""
@@ -79,12 +89,14 @@ class ReservePool(KVPool):
         return sum([need[rid] for rid in rids])
 
     def free(self, rids) -> None:
-        if isinstance(rids, np.ndarray):
+        if type(rids) is list:           # the loop engine's finishes (one call per retirement)
+            need = self._need
+            for rid in rids:
+                self.used -= need[rid]
+        elif isinstance(rids, np.ndarray):
             self.used -= int(self._need_array[rids].sum())
-            return
-        need = self._need
-        for rid in rids:
-            self.used -= need[rid]
+        else:
+            self.used -= sum([self._need[rid] for rid in rids])
 
     def fits_after(self, rid: int, input_tokens: int, freed: int) -> bool:
         return self.used - freed + self._need[rid] <= self.capacity

@@ -38,6 +38,7 @@ from collections import OrderedDict
 from ..core.requests import RequestTable
 from ...traces.schema import HASH_BLOCK_TOKENS
 from .paged import PagedPool, blocks_for
+from .pool import KVPool
 
 
 class BlockChains:
@@ -152,11 +153,15 @@ class PrefixPool(PagedPool):
         hit = self.hits(rid, input_tokens)
         return blocks_for(input_tokens, self.block_size) - len(hit) <= self.free_blocks + freed
 
+    reads_generated = True      # blocks full of known tokens are registered in the cache
+
     def grow(self, rid: int, slots: int) -> bool:
         if not self.may_append(rid, slots):
             return False
         self.allocate(rid, slots)          # blocks by number, and the cache to register
         return True
+
+    grow_rows = KVPool.grow_rows           # each row through `grow` (PagedPool inlines its own)
 
     def allocate(self, rid: int, slots: int) -> None:
         extra = self.needed(rid, slots)
