@@ -101,7 +101,6 @@ SIM_ACC_HELP = ("Acceptance profile for every speculative policy (name or path),
                 f"per policy. Default: {DEFAULT_MTP1_ACCEPTANCE} for mtp1, {DEFAULT_ACCEPTANCE} "
                 "for the others.")
 POLICIES_HELP = f"Comma-separated policies: {policy_list()} (vllm-schedule with --bs-schedule)."
-SIM_ENGINES = ("fast", "loop", "block", "reference")
 SIM_ENGINE_HELP = ("The simulator's engine: fast (default: the python iteration loop, or "
                    "vectorised blocks for policies with measured per-step confidences), loop, "
                    "block, or reference (one SimPy step per iteration). All give identical "
@@ -141,10 +140,11 @@ def refuse_old_engine(value: Optional[str]) -> None:
     """replay --engine X (the simulator's engine before it was renamed): an InputError naming
     --sim-engine."""
     from ..errors import InputError
+    from ..sim.engines.capability import ENGINES
 
     if value is not None:
         raise InputError(f"the simulator's engine is chosen with --sim-engine now (--sim-engine "
-                         f"{value}; one of {', '.join(SIM_ENGINES)}); --engine names a serving "
+                         f"{value}; one of {', '.join(ENGINES)}); --engine names a serving "
                          "engine (native or vllm) in profile, serve-replay, validate and measure",
                          field="--engine")
 

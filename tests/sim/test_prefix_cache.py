@@ -267,3 +267,16 @@ def test_prefix_caching_runs_on_the_reference_engine():
     with pytest.raises(InputError, match="prefix-caching"):
         simulate(trace, "ar", _linear_hw(), None, engine="loop", kv_semantics="blocks+prefix")
     assert simulate(trace, "ar", _linear_hw(), None, kv_semantics="blocks+prefix").iterations == 2
+
+
+def test_a_partitioned_replay_counts_the_cached_tokens_of_every_replica():
+    from dspark_sim.sim.cluster.partition import simulate_partitioned
+    shape = MultiTurn(turns=4, think_s=5.0, system_tokens=64, message_mean=40, output_mean=20)
+    trace = generate_conversations(np.arange(8) * 2.0, shape, "chat", seed=2)
+    hw = _linear_hw()
+    whole = simulate(trace, "ar", hw, None, replicas=2, router="rr", kv_semantics="blocks+prefix")
+    parts = simulate_partitioned(trace, "ar", hw, None, replicas=2, router="rr",
+                                 kv_semantics="blocks+prefix", executor="inline")
+    assert whole.prefix_cached_tokens > 0
+    assert parts.prefix_cached_tokens == whole.prefix_cached_tokens
+    assert (parts.table.first_token_ns == whole.table.first_token_ns).all()

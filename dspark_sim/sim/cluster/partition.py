@@ -71,6 +71,7 @@ def run_part(part: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptan
     out: dict[str, Any] = {name: getattr(table, name) for name in RESULT_FIELDS}
     out["iterations"] = replica.iterations
     out["preemption_count"] = getattr(replica, "preemptions", 0)
+    out["prefix_cached_tokens"] = getattr(replica.sched.pool, "hit_tokens", 0)
     out["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # this worker's
     return out
 
@@ -108,7 +109,7 @@ def simulate_partitioned(trace: Trace, policy: str, hw: HardwareProfile,
         return (take(trace, rows), policy, hw, acceptance, part_ctx, seed, engine, prefill,
                 kv_semantics, schedule)
 
-    iterations = preemptions = peak = 0
+    iterations = preemptions = peak = cached = 0
     for done, (k, result) in enumerate(_results(shares, job, executor, workers, ray_address), 1):
         rows = shares[k]
         for name in RESULT_FIELDS:
@@ -116,11 +117,12 @@ def simulate_partitioned(trace: Trace, policy: str, hw: HardwareProfile,
         table.replica[rows] = k
         iterations += result["iterations"]
         preemptions += result["preemption_count"]
+        cached += result["prefix_cached_tokens"]
         peak = max(peak, result["peak_rss_kb"])
         if progress is not None:
             progress(done, len(shares))
     return SimOutcome(table, iterations, time.perf_counter() - t0, time.process_time() - c0,
-                      preemptions, worker_peak_rss_kb=peak)
+                      preemptions, worker_peak_rss_kb=peak, prefix_cached_tokens=cached)
 
 
 def _results(shares: list[np.ndarray], job, executor: str, workers: int, address: str | None):

@@ -206,6 +206,9 @@ class IterationCost:
 
     def scheduler_sps_list(self, requests: int, max_batch_tokens: int) -> list[float]:
         """`scheduler_sps_table` as a python list (for per-iteration python code)."""
+        out = self._sched_lists.get(requests)
+        if out is not None and max_batch_tokens < len(out):      # (the table it mirrors covers it)
+            return out
         table = self.scheduler_sps_table(requests, max_batch_tokens)
         out = self._sched_lists.get(requests)
         if out is None or len(out) != len(table):

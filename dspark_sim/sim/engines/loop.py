@@ -23,6 +23,8 @@ when its recompute ends.
 """
 from __future__ import annotations
 
+from operator import sub
+
 import numpy as np
 
 from ..core.rules import step_tokens
@@ -65,6 +67,9 @@ class LoopReplica(ReplicaBase):
         self._rejoined: dict[int, tuple[int, int]] = {}
         if self._on_demand:       # preempted rows may finish at their recompute's end
             self.sched.on_finish = self._finished_paged
+        self._kv_end: list[int] = []      # paged KV: prompt + output (the row's KV at its end)
+        self._columns = (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
+                         self._ver) + ((self._kv_end,) if self._on_demand else ())
         self._sched_drafts = p.scheduled_drafts(self.gamma)     # fixed: no stateful policy here
         # the free blocks hold every row's growth to its end (`_room_to_finish`); once true it
         # stays true while blocks go only to these rows' growth (which takes from both sides
@@ -134,7 +139,8 @@ class LoopReplica(ReplicaBase):
         prefilling, waiting = sched.prefilling, sched.waiting
         cost = self.cost
         context_ns, draft_fixed, n_fixed = cost.context_ns, self._draft_fixed, self._n_fixed
-        iteration_ns = cost.iteration_ns_one
+        iteration_ns, stretch_base = cost.iteration_ns_one, cost.stretch_base
+        prefill_room, take_prefill = sched.prefill_room, sched.take_prefill
         it = self.iterations
         kv_sum = self._kv_sum
         lag, oracle = self.policy.lag, self._oracle
@@ -154,8 +160,8 @@ class LoopReplica(ReplicaBase):
                 if r >= n_fixed:
                     self._fixed_table(r)
                     draft_fixed, n_fixed = self._draft_fixed, self._n_fixed
-                base = cost.stretch_base(draft_fixed[r] if draft_fixed is not None else
-                                         self._lengths_drafting, r + total)
+                base = stretch_base(draft_fixed[r] if draft_fixed is not None else
+                                    self._lengths_drafting, r + total)
                 chunks = None
                 it, now, end, kv_sum, emitted, done = steady_stretch(
                     tok, first, owed, r, it, now, t_arr, base, context_ns, kv_sum)
@@ -185,7 +191,7 @@ class LoopReplica(ReplicaBase):
                 chunks, prefill_context = None, 0
                 if prefilling:       # prefill takes what the decode tokens leave, FCFS
                     # (batch >= r: the room at the decode tokens is within the base's room)
-                    chunks, prefill_context = sched.take_prefill(sched.prefill_room(batch))
+                    chunks, prefill_context = take_prefill(prefill_room(batch))
                     batch += sum(take for _, take in chunks)
                 if r >= n_fixed:
                     self._fixed_table(r)
@@ -222,9 +228,14 @@ class LoopReplica(ReplicaBase):
                 if t_arr is None:
                     t_arr = 1 << 62
             if on_demand:          # rows grow (and may be preempted) at every boundary
-                self._kv_sum, self.iterations = kv_sum, it
-                self.admit()
-                kv_sum, total = self._kv_sum, self._sum_lengths
+                # ... where anything reads the free blocks: with room for every row to its end,
+                # nobody waiting and no prefill, growth only moves blocks from free to the rows
+                # that will hold them (a preemption cannot happen; a finish frees the same
+                # blocks), and growing later to the larger size takes the same blocks
+                if waiting or prefilling or not self._room_ok:
+                    self._kv_sum, self.iterations = kv_sum, it
+                    self.admit()
+                    kv_sum, total = self._kv_sum, self._sum_lengths
             elif waiting:
                 if self.prefill_elsewhere:       # admitted requests join the rows at once
                     self._kv_sum, self.iterations = kv_sum, it
@@ -311,6 +322,8 @@ class LoopReplica(ReplicaBase):
             self._first.append(first)
             self._owed.append(owed)
             self._ver.append(0)
+            if self._on_demand:
+                self._kv_end.append(self._prompt[rid] + self._output[rid])
             if self._task is not None:
                 self._tasks.append(int(self._task[rid]))
             self._kv_sum += self._prompt[rid] + generated
@@ -332,8 +345,7 @@ class LoopReplica(ReplicaBase):
             for k, rid in enumerate(self._rid):
                 generated[rid] = output[rid] - owed[k]
         else:
-            prompt = self._prompt
-            known = [prompt[rid] + output[rid] - owed[k] for k, rid in enumerate(self._rid)]
+            known = list(map(sub, self._kv_end, owed))
         self.sched.admit(int(self.env.now) if t_ns is None else t_ns, self._sched_drafts, known)
 
     def _room_to_finish(self) -> bool:
@@ -345,10 +357,8 @@ class LoopReplica(ReplicaBase):
             return False
         if self._room_ok:
             return True
-        drafts = self._sched_drafts
-        prompt, output = self._prompt, self._output
-        rids = self._rid
-        self._room_ok = sched.pool.room_for(rids, [prompt[rid] + output[rid] - 1 + drafts for rid in rids])
+        last = self._sched_drafts - 1       # the last step's KV: prompt + output - 1 + drafts
+        self._room_ok = sched.pool.room_for(self._rid, [n + last for n in self._kv_end])
         return self._room_ok
 
     def _finished_paged(self, rids, t_ns) -> None:
@@ -379,8 +389,7 @@ class LoopReplica(ReplicaBase):
         accepted = acc0 + (generated - before_generated) - (steps - before_steps)
         self._resume[rid] = (steps, accepted, ver0 + self._ver[k])
         self._kv_sum -= self._prompt[rid] + generated
-        for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
-                       self._ver):
+        for values in self._columns:
             del values[k]
         if self._task is not None:
             del self._tasks[k]
@@ -411,16 +420,14 @@ class LoopReplica(ReplicaBase):
         self.sched.release([self._rid[k] for k in done], end)
         if len(done) == 1:
             k = done[0]
-            for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
-                           self._ver):
+            for values in self._columns:
                 del values[k]
             if self._task is not None:
                 del self._tasks[k]
         else:
             gone = set(done)
             keep = [k for k in range(len(self._rid)) if k not in gone]
-            for values in (self._rid, self._seq, self._tok, self._tok_len, self._first, self._owed,
-                           self._ver):
+            for values in self._columns:
                 values[:] = [values[k] for k in keep]
             if self._task is not None:
                 self._tasks[:] = [self._tasks[k] for k in keep]

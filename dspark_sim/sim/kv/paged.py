@@ -52,19 +52,20 @@ class PagedPool(KVPool):
 
     def grow_rows(self, rids, slots, start: int, extra: int) -> int:
         # `grow` over the rows with its arithmetic inline (every decoding row, every boundary)
-        held, size = self.held, self.block_size
+        held, size, free = self.held, self.block_size, self.free_blocks
         k, n = start, len(rids)
         while k < n:
             rid = rids[k]
             more = -(-(slots[k] + extra) // size) - held.get(rid, 0)
             if more > 0:
-                if more > self.free_blocks:
-                    return k
-                self.free_blocks -= more
+                if more > free:
+                    break
+                free -= more
                 held[rid] = held.get(rid, 0) + more
             elif rid not in held:
                 held[rid] = 0
             k += 1
+        self.free_blocks = free
         return k
 
     def holds(self, rid: int) -> bool:
