@@ -193,9 +193,14 @@ def register(app: typer.Typer) -> None:
             duration = float(dur_text) if dur_text else None
         except ValueError:
             raise InputError(f"must be START:DURATION in seconds, got {window!r}", field="--window") from None
-        sliced = slice_trace(read_any(source, task), start, duration, prompt_scale, output_scale,
+        whole = read_any(source, task)
+        sliced = slice_trace(whole, start, duration, prompt_scale, output_scale,
                              max_prompt_tokens, max_output_tokens, stretch, limit)
         write_trace(out, sliced)
+        if whole.has_prefixes and not sliced.has_prefixes:
+            typer.echo("note: the shared-content fields (conversation, hash_ids) were dropped: "
+                       "rescaled or clipped prompts no longer hold the content they name "
+                       "(slice without --prompt-scale / --max-prompt-tokens to keep them)", err=True)
         typer.echo(f"wrote {out} ({len(sliced):,} requests over {float(sliced.arrival_s[-1]):.1f} s; "
                    f"prompt mean {sliced.prompt_tokens.mean():.0f}, output mean "
                    f"{sliced.output_tokens.mean():.0f})")

@@ -182,3 +182,14 @@ def test_shipped_traces_load(name):
     # the hour-long traces carry production volume; the validation traces are sized for the
     # real engine on this CPU (docs/serving.md)
     assert len(t) > (10 if name.startswith("validate-") else 1000)
+
+
+def test_slice_keeps_shared_content_unless_prompts_are_rescaled(tmp_path, capsys):
+    src, kept, scaled = tmp_path / "mt.jsonl", tmp_path / "kept.jsonl", tmp_path / "scaled.jsonl"
+    assert main(["trace", "generate", "--multi-turn", "chat", "--rate", "1", "--duration", "20",
+                 "--out", str(src)]) == 0
+    assert main(["trace", "slice", str(src), "--out", str(kept)]) == 0
+    assert load_trace(kept).has_prefixes and "dropped" not in capsys.readouterr().err
+    assert main(["trace", "slice", str(src), "--prompt-scale", "0.5", "--out", str(scaled)]) == 0
+    assert not load_trace(scaled).has_prefixes
+    assert "shared-content fields (conversation, hash_ids) were dropped" in capsys.readouterr().err

@@ -76,6 +76,9 @@ class LoopReplica(ReplicaBase):
         # alike) or come back (finishes, preemptions): until a prefill chunk or a joining row
         self._room_ok = False
         self._write_generated = self.sched.pool.reads_generated   # else the rows' KV is passed
+        # growth may wait past boundaries where nothing reads the free blocks (advance); not with
+        # a prefix cache, whose block ids (which blocks are evicted later) follow the order of growth
+        self._defer_growth = self._on_demand and not self._write_generated
         self.decoders = self._rid
         self._refresh()
 
@@ -232,7 +235,7 @@ class LoopReplica(ReplicaBase):
                 # nobody waiting and no prefill, growth only moves blocks from free to the rows
                 # that will hold them (a preemption cannot happen; a finish frees the same
                 # blocks), and growing later to the larger size takes the same blocks
-                if waiting or prefilling or not self._room_ok:
+                if waiting or prefilling or not (self._room_ok and self._defer_growth):
                     self._kv_sum, self.iterations = kv_sum, it
                     self.admit()
                     kv_sum, total = self._kv_sum, self._sum_lengths
