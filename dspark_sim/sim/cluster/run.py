@@ -2,11 +2,9 @@
 SimPy environment."""
 from __future__ import annotations
 
-import gc
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 import simpy
@@ -158,30 +156,12 @@ def simulate(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Accepta
     check_kv_fits(table, hw, kv_semantics, gamma)
     cluster = Cluster(table, replicas, ROUTER_ALIASES[router], hw, policy, acceptance, seed, engine,
                       closed_loop, prefill, kv_semantics=kv_semantics, schedule=schedule)
-    with heap_frozen():
-        cluster.run(progress)
+    cluster.run(progress)
     return SimOutcome(table, sum(r.iterations for r in cluster.replicas), time.perf_counter() - t0,
                       time.process_time() - c0,
                       sum(getattr(r, "preemptions", 0) for r in cluster.replicas),
                       prefix_cached_tokens=sum(getattr(r.sched.pool, "hit_tokens", 0)
                                                for r in cluster.replicas))
-
-
-@contextmanager
-def heap_frozen() -> Iterator[None]:
-    """Keep the objects that exist before a run (the trace, its table, the modules: tens of
-    thousands) out of the garbage collector's full passes while it runs: they are not garbage,
-    and a full pass over them costs about 20 ms, a tenth of an hour-long replay on the loop
-    engine. The run's own objects are collected as usual; the heap is unfrozen afterwards
-    (`gc.freeze`, `gc.unfreeze`). Nested runs (a sweep's workers) leave an outer freeze alone."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def check_options(router: str, replicas: int, prefill: str, engine: str, kv_semantics: str) -> None:
