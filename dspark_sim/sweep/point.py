@@ -123,7 +123,8 @@ def measure(frame: pd.DataFrame, point: Point, gpus: int) -> dict[str, Any]:
         throughput = float(output.sum()) / duration
         in_system = float((finish - arrival).sum()) / duration
         decoding = float((finish - first).sum()) / duration
-        offered = (len(frame) - 1) / float(arrival.max() - arrival.min()) if len(frame) > 1 else None
+        span = float(arrival.max() - arrival.min())
+        offered = (len(frame) - 1) / span if span > 0 else None    # one burst: no arrival rate
         growth = queue_growth(arrival, frame["ttft_s"].to_numpy(dtype=float))
     sub = frame[keep]
     tps = sub["tps_user"].dropna().to_numpy(dtype=float)

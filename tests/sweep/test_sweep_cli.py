@@ -196,3 +196,15 @@ def test_plan_cli(tmp_path, capsys):
     assert "GPUs saved vs ar (no speculation)" in (out / "plan.md").read_text()
     assert "ar" in set(table.index)                               # always a candidate
     assert "replicas serving" in capsys.readouterr().out
+
+
+def test_plan_of_a_burst_has_no_arrival_rate_and_does_not_divide_by_zero(tmp_path):
+    trace = write_identical_trace(tmp_path / "burst.jsonl", 20, 50, 20)      # every arrival at 0 s
+    hw = write_constant_hw(tmp_path / "hw.yaml", 0.01)
+    out = tmp_path / "plan"
+    assert main(["plan", "--trace", str(trace), "--hw", str(hw), "--policies", "ar", "--sla", "10",
+                 "--workers", "1", "--out", str(out)]) == 0
+    evals = pd.read_csv(out / "evaluations.csv")
+    assert len(evals) and (evals["throughput_tok_s_per_gpu"] > 0).all()
+    point = Point(trace=str(trace), hw=str(hw), policy="ar", acceptance=None, load_mode="rate", load=1.0)
+    assert run_point(point)["offered_rate_req_s"] is None
