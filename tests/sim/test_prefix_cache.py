@@ -244,12 +244,10 @@ def test_vllm_prompts_share_what_the_trace_says():
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(tight=True, shared=False), st.booleans())
-def test_the_loop_engine_equals_the_reference_on_paged_kv(sc, tight):
-    """Paged KV on the fast loop engine, with preemption: every per-request result, the iteration
-    and the preemption counts equal the reference engine's (prefix caching runs on the reference
-    engine only: the loop engine refuses it)."""
-    kv = "blocks"
+@given(scenarios(tight=True), st.booleans(), st.sampled_from(["blocks", "blocks+prefix"]))
+def test_the_loop_engine_equals_the_reference_on_paged_kv(sc, tight, kv):
+    """Paged KV on the fast loop engine, with preemption, with and without prefix caching: every
+    per-request result, the iteration and the preemption counts equal the reference engine's."""
     if not tight:
         sc["hw"].kv_capacity_tokens = None
     args = dict(replicas=sc["replicas"], router=sc["router"], seed=sc["seed"], kv_semantics=kv,
@@ -262,11 +260,13 @@ def test_the_loop_engine_equals_the_reference_on_paged_kv(sc, tight):
     assert _digests(loop) == _digests(ref)
 
 
-def test_prefix_caching_runs_on_the_reference_engine():
+def test_prefix_caching_runs_on_the_loop_and_reference_engines():
     trace = make_trace([0.0], [10], [2])
     with pytest.raises(InputError, match="prefix-caching"):
-        simulate(trace, "ar", _linear_hw(), None, engine="loop", kv_semantics="blocks+prefix")
-    assert simulate(trace, "ar", _linear_hw(), None, kv_semantics="blocks+prefix").iterations == 2
+        simulate(trace, "ar", _linear_hw(), None, engine="block", kv_semantics="blocks+prefix")
+    for engine in ("fast", "loop", "reference"):
+        assert simulate(trace, "ar", _linear_hw(), None, engine=engine,
+                        kv_semantics="blocks+prefix").iterations == 2
 
 
 def test_a_partitioned_replay_counts_the_cached_tokens_of_every_replica():

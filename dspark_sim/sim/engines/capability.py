@@ -48,7 +48,7 @@ class Capability:
 
 CAPABILITIES = {
     "reference": Capability(("reserve", "blocks", "blocks+prefix"), stateful=True, capped_drafts=True, needs_plans=False),
-    "loop": Capability(("reserve", "blocks"), stateful=False, capped_drafts=False, needs_plans=True),
+    "loop": Capability(("reserve", "blocks", "blocks+prefix"), stateful=False, capped_drafts=False, needs_plans=True),
     "block": Capability(("reserve",), stateful=False, capped_drafts=False, needs_plans=False),
 }
 

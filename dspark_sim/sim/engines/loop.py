@@ -151,7 +151,9 @@ class LoopReplica(ReplicaBase):
         total = self._sum_lengths
         closed = self.feed.closed_think_ns is not None
         inline = not closed and self.feed.replica_count == 1
-        steady = not (oracle or lag or self.prefill_elsewhere)    # and, each time, not prefilling
+        # steady stretches (and each time, not prefilling); not with a prefix cache, whose block
+        # ids follow the order the rows grow in, one boundary after another
+        steady = not (oracle or lag or self.prefill_elsewhere or self._write_generated)
         on_demand = self._on_demand
         while True:
             r = len(rid)
