@@ -76,9 +76,6 @@ class LoopReplica(ReplicaBase):
         # alike) or come back (finishes, preemptions): until a prefill chunk or a joining row
         self._room_ok = False
         self._write_generated = self.sched.pool.reads_generated   # else the rows' KV is passed
-        # growth may wait past boundaries where nothing reads the free blocks (advance); not with
-        # a prefix cache, whose block ids (which blocks are evicted later) follow the order of growth
-        self._defer_growth = self._on_demand and not self._write_generated
         self.decoders = self._rid
         self._refresh()
 
@@ -236,8 +233,10 @@ class LoopReplica(ReplicaBase):
                 # ... where anything reads the free blocks: with room for every row to its end,
                 # nobody waiting and no prefill, growth only moves blocks from free to the rows
                 # that will hold them (a preemption cannot happen; a finish frees the same
-                # blocks), and growing later to the larger size takes the same blocks
-                if waiting or prefilling or not (self._room_ok and self._defer_growth):
+                # blocks), and growing later to the larger size takes the same blocks. (Never
+                # with a prefix cache: it runs no steady stretch, so _room_ok stays False; its
+                # block ids follow the order of growth)
+                if waiting or prefilling or not self._room_ok:
                     self._kv_sum, self.iterations = kv_sum, it
                     self.admit()
                     kv_sum, total = self._kv_sum, self._sum_lengths

@@ -36,22 +36,10 @@ class PagedPool(KVPool):
         return 0 if self.can_allocate(input_tokens) else None
 
     def grow(self, rid: int, slots: int) -> bool:
-        # the blocks arithmetic inline (`allocate` calls this): the scheduler grows every
-        # decoding row at every boundary
-        held = self.held
-        extra = -(-slots // self.block_size) - held.get(rid, 0)
-        if extra <= 0:
-            if rid not in held:
-                held[rid] = 0
-            return True
-        if extra > self.free_blocks:
-            return False
-        self.free_blocks -= extra
-        held[rid] = held.get(rid, 0) + extra
-        return True
+        return self.grow_rows((rid,), (slots,), 0, 0) == 1
 
     def grow_rows(self, rids, slots, start: int, extra: int) -> int:
-        # `grow` over the rows with its arithmetic inline (every decoding row, every boundary)
+        # the blocks arithmetic inline: every decoding row at every boundary comes here
         held, size, free = self.held, self.block_size, self.free_blocks
         k, n = start, len(rids)
         while k < n:

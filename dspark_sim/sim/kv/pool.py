@@ -89,14 +89,12 @@ class ReservePool(KVPool):
         return sum([need[rid] for rid in rids])
 
     def free(self, rids) -> None:
-        if type(rids) is list:           # the loop engine's finishes (one call per retirement)
-            need = self._need
-            for rid in rids:
-                self.used -= need[rid]
-        elif isinstance(rids, np.ndarray):
+        if isinstance(rids, np.ndarray):
             self.used -= int(self._need_array[rids].sum())
-        else:
-            self.used -= sum([self._need[rid] for rid in rids])
+            return
+        need = self._need
+        for rid in rids:
+            self.used -= need[rid]
 
     def fits_after(self, rid: int, input_tokens: int, freed: int) -> bool:
         return self.used - freed + self._need[rid] <= self.capacity
