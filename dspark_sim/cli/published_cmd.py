@@ -25,6 +25,10 @@ def register(app: typer.Typer) -> None:
         rounds: int = typer.Option(2, "--rounds", help="Simulator correction rounds of the fit."),
         bootstrap: int = typer.Option(40, "--bootstrap", help="Bootstrap samples of the fit's spread."),
         seed: int = typer.Option(0, "--seed", help="Simulation and bootstrap seed."),
+        interval_draws: int = typer.Option(2, "--interval-draws", help="Fit draws simulated per case "
+                                           "with a split prior, at evenly spaced quantiles (10th..90th) "
+                                           "of the per-request share, for each row's gain interval "
+                                           "(0: no interval)."),
         list_cases: bool = typer.Option(False, "--list", help="List the shipped cases and exit."),
     ) -> None:
         """Fit each case's baseline arm with `profile fit`, predict every speculative arm at every
@@ -42,9 +46,9 @@ def register(app: typer.Typer) -> None:
             for name, path in shipped_cases().items():
                 typer.echo(f"{name}\t{path}")
             return
-        if requests_per_user < 2 or rounds < 0 or bootstrap < 0:
-            raise InputError("--requests-per-user >= 2, --rounds >= 0, --bootstrap >= 0",
-                             field="requests-per-user")
+        if requests_per_user < 2 or rounds < 0 or bootstrap < 0 or interval_draws < 0:
+            raise InputError("--requests-per-user >= 2, --rounds >= 0, --bootstrap >= 0, "
+                             "--interval-draws >= 0", field="requests-per-user")
         loaded = resolve_cases(cases or [])
         effort = {"requests_per_user": requests_per_user, "rounds": rounds, "bootstrap": bootstrap,
                   "seed": seed}
@@ -52,13 +56,16 @@ def register(app: typer.Typer) -> None:
         results = []
         with Progress(console=console, transient=True) as bar:
             for case in loaded:
-                n = len(case.loads) * (rounds + 1 + len(case.arms) - 1)
+                fits = 2 if case.fit.get("split_prior") else 1
+                draws = interval_draws if fits == 2 else 0
+                n = len(case.loads) * (fits * (rounds + 1) + len(case.arms) - 1 + draws * len(case.arms))
                 task = bar.add_task(case.name, total=n)
-                results.append(run_case(case, effort, lambda _label, t=task: bar.advance(t)))
+                results.append(run_case(case, effort, lambda _label, t=task: bar.advance(t),
+                                        interval_draws=interval_draws))
                 console.print(f"{case.name}: {results[-1].draft_summary}")
         meta = {"cases": [c.name for c in loaded],
                 "settings": f"requests per user {requests_per_user}, fit rounds {rounds}, "
-                            f"bootstrap {bootstrap}, seed {seed}"}
+                            f"bootstrap {bootstrap}, interval draws {interval_draws}, seed {seed}"}
         models = [] if cases else [(markdown(cm, rows), rows) for cm in map(load_cost_model, shipped_cost_models())
                                    for rows in [compare(cm)]]
         written = write_report(results, out, meta, models)

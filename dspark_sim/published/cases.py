@@ -12,7 +12,10 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
     prefill: local | disaggregated
     loads: [C, ...]                           closed-loop users per replica (concurrency)
     throughput_unit: system | per_gpu         how the published throughput is stated
-    fit: {family: linear | buckets | roofline, fix: {PARAM: VALUE}}
+    fit: {family: linear | buckets | roofline, fix: {PARAM: VALUE},
+          split_prior?: {cost_model, spread, basis, how}}   the prior on how the baseline's
+                                              per-request slope splits between per-token and
+                                              per-request cost (published/predict.py)
     draft_costs: {layer_share: {KIND: "D/L[:G]"}, basis, how}   how drafting is priced
     cudagraph?: {max_capture_size, eager?: {...}, basis, how}   the engine's CUDA-graph capture
                                               limit and eager cost above it (formats.md), with
@@ -171,6 +174,20 @@ def _acceptance(check: FieldChecker, spec: Any, key: str, case_name: str) -> tup
     return prof, note
 
 
+def _split_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
+    """fit.split_prior: a shipped published cost model whose per-request / per-token split is the
+    prior's centre, the prior's log-normal spread, and where that choice came from."""
+    spec = check.mapping(spec, "fit.split_prior")
+    name = _text(check, spec, "cost_model", "fit.split_prior")
+    if not (CASES_DIR / f"{name}.cost.yaml").exists():
+        known = ", ".join(p.name[:-len(".cost.yaml")] for p in sorted(CASES_DIR.glob("*.cost.yaml")))
+        raise check.fail("fit.split_prior.cost_model", f"no shipped cost model {name!r} (shipped: {known})")
+    spread = check.number(check.require(spec, "spread", "fit.split_prior"), "fit.split_prior.spread",
+                          0.0, exclusive=True)
+    return {"cost_model": name, "spread": spread, "basis": _basis(check, spec, "fit.split_prior"),
+            "how": _text(check, spec, "how", "fit.split_prior")}
+
+
 def flat_rate(length: float, gamma: int) -> float:
     """The per-position acceptance a with 1 + a + a^2 + ... + a^gamma = length (bisection)."""
     lo, hi = 0.0, 1.0
@@ -207,6 +224,8 @@ def load_case(path: str | Path) -> Case:
     if prefill not in ("local", "disaggregated"):
         raise check.fail("prefill", f"must be local or disaggregated, got {prefill!r}")
     fit = check.mapping(data.get("fit") or {}, "fit")
+    if fit.get("split_prior") is not None:
+        fit["split_prior"] = _split_prior(check, fit["split_prior"])
     drafts = check.mapping(check.require(data, "draft_costs"), "draft_costs")
     if "layer_share" in drafts:
         check.mapping(drafts["layer_share"], "draft_costs.layer_share")

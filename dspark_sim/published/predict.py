@@ -9,6 +9,19 @@
 3. Each row: predicted and published gain over the baseline arm at that load, the throughput
    error, whether the prediction needed batch sizes the fit never saw (`extrapolated`), and for
    a published loss (gain < 1) whether the prediction is on the same side.
+
+What a baseline arm cannot tell: at one verify width per request (no speculation; MTP-1 is two)
+the cost per token and the cost per request (attention over the request's KV, sampling,
+per-sequence kernels and bookkeeping) rise together with load, so the arm fixes their sum per
+request, not their split, and the split is what prices speculation's extra verify tokens. A case
+with `fit.split_prior` does not hold the per-request cost at 0 (the split least favourable to
+speculation): a first fit with it held gives the slope per request, and the refit takes
+log-normal priors on both parts centred on the split of a published GPU cost model at the
+case's mean context (per-request / per-token = c_kv x context / c_compute), with the case's
+stated spread. Every bootstrap draw draws those centres too, so the fit's draws carry the
+split's uncertainty; each arm is then also simulated under the draws at evenly spaced quantiles
+(10th..90th) of the split, and the row's gain interval is the range over those and the point
+estimate (the interval's width is what the baseline arm leaves open).
 """
 from __future__ import annotations
 
@@ -20,15 +33,17 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
-from ..hardware.curve_family import family_from_dict
+from ..hardware.curve_family import family_from_dict, with_prior_freed
 from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
 from ..hardware.observations import LoadPoint, check_physical
 from ..sweep.calibrate import Calibration, FitConfig, FitResult, simulate_load
-from .cases import Arm, Case
+from .cases import CASES_DIR, Arm, Case
+from .cost_models import load_cost_model
 
 
 # How hard to work (FitConfig fields): the command's defaults; the tests use smaller ones.
 DEFAULT_EFFORT = {"requests_per_user": 4, "rounds": 2, "bootstrap": 40, "seed": 0}
+INTERVAL_DRAWS = 2      # draws simulated per case for the gain interval (quantiles 0.1 .. 0.9)
 
 
 @dataclass
@@ -39,6 +54,7 @@ class CaseResult:
     fit: FitResult
     draft_summary: str
     rows: list[dict] = field(default_factory=list)      # one per (arm, load), baseline included
+    split_note: str = ""                                # the split prior and the interval's draws
 
 
 def _points(case: Case, arm: Arm, acceptance: str | None) -> list[LoadPoint]:
@@ -48,6 +64,46 @@ def _points(case: Case, arm: Arm, acceptance: str | None) -> list[LoadPoint]:
                       prompt_tokens=case.prompt_tokens.values[0], output_tokens=case.output_tokens.values[0],
                       label=f"{arm.name} @ {c}", where=f"{case.path}:{arm.name}")
             for c, t, u in zip(case.loads, thr, tps)]
+
+
+def verify_width(arm: Arm) -> int:
+    """Tokens an arm verifies per request per iteration at its widest (1 without speculation)."""
+    if arm.policy == "ar":
+        return 1
+    if arm.policy == "mtp1":
+        return 2
+    if arm.policy.startswith("static-"):
+        return 1 + int(arm.policy.split("-")[1])
+    return 1 + (arm.acceptance.gamma if arm.acceptance else 0)
+
+
+def split_centres(case: Case, params: dict[str, float]) -> tuple[dict[str, float], float, float]:
+    """The split prior's centres for per_token_s and per_request_s (their sum per request kept at
+    the held fit's slope), the per-request / per-token ratio and the context it was taken at."""
+    spec = case.fit["split_prior"]
+    cm = load_cost_model(CASES_DIR / f"{spec['cost_model']}.cost.yaml")
+    ctx = case.prompt_tokens.values[0] + case.output_tokens.values[0] / 2.0
+    ratio = cm.target["c_kv"] * ctx / cm.target["c_compute"]
+    tokens = _tokens_per_user_step(case)
+    per_token = (tokens * params["per_token_s"] + params["per_request_s"]) / (tokens + ratio)
+    return {"per_token_s": per_token, "per_request_s": ratio * per_token}, ratio, ctx
+
+
+def _tokens_per_user_step(case: Case) -> float:
+    """Tokens a user adds to the baseline arm's iteration: its verify width, plus (local
+    prefill) its prompt spread over the iterations that generate its output."""
+    base = case.arm(case.baseline)
+    tokens = float(verify_width(base))
+    if case.prefill == "local":
+        tau = base.acceptance.for_task("default").mean_tau(base.acceptance.gamma) if base.acceptance else 1.0
+        tokens += case.prompt_tokens.values[0] * tau / max(case.output_tokens.values[0], 1.0)
+    return tokens
+
+
+def request_share(case: Case, params: dict[str, float]) -> float:
+    """Share of the baseline arm's cost per added user that is per-request cost."""
+    total = _tokens_per_user_step(case) * params["per_token_s"] + params["per_request_s"]
+    return params["per_request_s"] / total if total > 0 else 0.0
 
 
 def fit_config(case: Case, effort: dict) -> FitConfig:
@@ -65,8 +121,10 @@ def fit_config(case: Case, effort: dict) -> FitConfig:
                      **{**DEFAULT_EFFORT, **effort})
 
 
-def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = None) -> CaseResult:
-    """Fit the baseline arm, simulate every arm at every load, and tabulate."""
+def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = None,
+             interval_draws: int = INTERVAL_DRAWS) -> CaseResult:
+    """Fit the baseline arm, simulate every arm at every load (and under `interval_draws` of the
+    fit's draws where the case has a split prior), and tabulate."""
     with tempfile.TemporaryDirectory(prefix="dspark-case-") as tmp:
         paths = {}
         for arm in case.arms:
@@ -89,11 +147,47 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             result = Calibration(points, cfg).fit(progress)
             note = "the roofline family's flat part (weight_s) was not identified: every load lies " \
                    "above its knee, so weight_s = 0 (floor + per-token, linear). "
+        split_note, draws = "", []
+        if case.fit.get("split_prior"):
+            result, cfg, split_note = _refit_with_split(case, points, cfg, result, progress)
+            draws = _interval_draws(case, result, interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
+        if draws:
+            _add_intervals(case, rows, [Calibration(points, cfg).profile(d) for d in draws], cfg, paths, progress)
     if case.cudagraph is not None:
         note += (f"CUDA graphs up to {case.cudagraph.max_capture_size} batch tokens, eager above "
                  f"({case.cudagraph_note}). ")
-    return CaseResult(case, result, note + cfg.draft_costs.describe(), rows)
+    return CaseResult(case, result, note + cfg.draft_costs.describe(), rows, split_note)
+
+
+def _refit_with_split(case: Case, points: list[LoadPoint], cfg: FitConfig, held: FitResult,
+                      progress: Callable[[str], None] | None) -> tuple[FitResult, FitConfig, str]:
+    """The fit again, per_request_s freed, with the split prior on it and on per_token_s."""
+    spec = case.fit["split_prior"]
+    centres, ratio, ctx = split_centres(case, held.params)
+    fam = with_prior_freed(cfg.family, centres, {})
+    cfg = replace(cfg, family=fam, priors=centres, prior_spread=spec["spread"])
+    result = Calibration(points, cfg).fit(progress)
+    shares = [request_share(case, d) for d in result.draws]
+    note = (f"Split prior ({spec['basis']}: {spec['how']}): per-request / per-token cost = "
+            f"{ratio:.2f} ({spec['cost_model']}'s c_kv x {ctx:g} context tokens / c_compute), "
+            f"centres per_token_s = {centres['per_token_s']:.4g}, per_request_s = "
+            f"{centres['per_request_s']:.4g}, log-normal spread {spec['spread']:g}. With the "
+            f"per-request cost held at 0 the fit gave per_token_s = {held.params['per_token_s']:.4g}. "
+            f"Per-request share of the cost per added request: fitted "
+            f"{request_share(case, result.params):.0%}, over the {len(shares)} draws "
+            f"{np.percentile(shares, 10):.0%}..{np.percentile(shares, 90):.0%} (p10..p90).")
+    return result, cfg, note
+
+
+def _interval_draws(case: Case, result: FitResult, n: int) -> list[dict[str, float]]:
+    """The fit's draws at evenly spaced quantiles (0.1 .. 0.9) of the per-request share."""
+    if n < 1 or not result.draws:
+        return []
+    order = np.argsort([request_share(case, d) for d in result.draws], kind="stable")
+    qs = np.linspace(0.1, 0.9, n) if n > 1 else np.array([0.5])
+    picks = dict.fromkeys(int(order[int(round(q * (len(order) - 1)))]) for q in qs)
+    return [result.draws[i] for i in picks]
 
 
 def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
@@ -113,9 +207,7 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
                 pred = simulate_load(result.profile, obs, users, cfg).throughput_tok_s_per_gpu
                 if progress:
                     progress(f"{arm.name} @ {users}")
-            gamma = arm.acceptance.gamma if arm.acceptance else 0
-            verify = 1 if arm.policy == "ar" else 2 if arm.policy == "mtp1" else \
-                1 + (int(arm.policy.split("-")[1]) if arm.policy.startswith("static-") else gamma)
+            verify = verify_width(arm)
             pub_gain, pred_gain = pub[j] / base_pub[j], pred / base_sim[users]
             rows.append({
                 "case": case.name, "arm": arm.name, "label": arm.label, "policy": arm.policy,
@@ -131,6 +223,30 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
     return rows
 
 
+def _add_intervals(case: Case, rows: list[dict], profiles: list, cfg: FitConfig,
+                   paths: dict[str, str], progress: Callable[[str], None] | None) -> None:
+    """Every arm at every load under each draw's profile: the rows' gain interval (the range
+    over the draws and the point estimate) and whether the published gain lies inside it."""
+    base = case.arm(case.baseline)
+    gains: dict[tuple[str, int], list[float]] = {}
+    for prof in profiles:
+        sims = {}
+        for arm in case.arms:
+            for j, users in enumerate(case.loads):
+                obs = _points(case, arm, paths.get(arm.name))[j]
+                sims[arm.name, users] = simulate_load(prof, obs, users, cfg).throughput_tok_s_per_gpu
+                if progress:
+                    progress(f"{arm.name} @ {users} (draw)")
+        for (name, users), thr in sims.items():
+            gains.setdefault((name, users), []).append(thr / sims[base.name, users])
+    for r in rows:
+        if r["baseline"]:
+            continue
+        vals = gains[r["arm"], r["load"]] + [r["predicted_gain"]]
+        r["predicted_gain_low"], r["predicted_gain_high"] = float(min(vals)), float(max(vals))
+        r["published_in_interval"] = bool(min(vals) <= r["published_gain"] <= max(vals))
+
+
 def summary(rows: list[dict], target: float = 0.15) -> dict:
     """Counts against the issue's target: gain within `target` everywhere, losses on the same side."""
     spec = [r for r in rows if not r["baseline"]]
@@ -139,4 +255,6 @@ def summary(rows: list[dict], target: float = 0.15) -> dict:
     return {"speculative_cells": len(spec), "within_target": len(within), "target": target,
             "published_losses": len(losses), "losses_same_side": sum(r["same_side"] for r in losses),
             "max_abs_gain_error": float(max((abs(r["gain_error"]) for r in spec), default=0.0)),
-            "extrapolated_cells": sum(r["extrapolated"] for r in spec)}
+            "extrapolated_cells": sum(r["extrapolated"] for r in spec),
+            "cells_with_interval": sum("published_in_interval" in r for r in spec),
+            "published_in_interval": sum(r.get("published_in_interval", False) for r in spec)}

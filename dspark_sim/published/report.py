@@ -31,24 +31,38 @@ def case_markdown(res: CaseResult) -> str:
             lines.append(f"- {arm.label} ({arm.policy}): acceptance {note['basis']} -- {note['how']} "
                          f"[{note['source']}]" + (f"; {note['derived']}" if "derived" in note else "")
                          + f"; tokens per verify at gamma = {arm.acceptance.gamma}: {tau:.2f}.")
+    if res.split_note:
+        lines += ["", res.split_note]
     lines += ["", "| arm | load | published tok/s/GPU | predicted | throughput error | published gain | "
-                  "predicted gain | gain error | flags |", "|---|---|---|---|---|---|---|---|---|"]
+                  "predicted gain | gain interval | gain error | flags |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res.rows:
         flags = []
         if r["extrapolated"]:
             flags.append("extrapolated")
         if r["published_below_baseline"]:
             flags.append("same side" if r["same_side"] else "WRONG SIDE")
-        gain = "(fitted)" if r["baseline"] else f"x{r['published_gain']:.2f} | x{r['predicted_gain']:.2f} | {r['gain_error']:+.1%}"
+        if "published_in_interval" in r and not r["published_in_interval"]:
+            flags.append("outside interval")
+        span = (f"x{r['predicted_gain_low']:.2f}-{r['predicted_gain_high']:.2f}"
+                if "predicted_gain_low" in r else "-")
+        gain = (f"x{r['published_gain']:.2f} | x{r['predicted_gain']:.2f} | {span} | {r['gain_error']:+.1%}"
+                if not r["baseline"] else "(baseline) | | | ")
         lines.append(f"| {r['label']} | {r['load']} | {r['published_tok_s_per_gpu']:,.0f} | "
                      f"{r['predicted_tok_s_per_gpu']:,.0f} | {r['throughput_error']:+.1%} | "
-                     + (gain if not r["baseline"] else "(baseline) | | ") + f" | {', '.join(flags)} |")
+                     + gain + f" | {', '.join(flags)} |")
     s = summary(res.rows)
     lines += ["", f"Gain within 15% on {s['within_target']} of {s['speculative_cells']} speculative cells "
                   f"(worst {s['max_abs_gain_error']:.0%}); published losses predicted on the same side: "
                   f"{s['losses_same_side']} of {s['published_losses']}; extrapolated beyond the fitted "
-                  f"batch sizes: {s['extrapolated_cells']}.", ""]
+                  f"batch sizes: {s['extrapolated_cells']}" + _interval_count(s) + ".", ""]
     return "\n".join(lines)
+
+
+def _interval_count(s: dict) -> str:
+    if not s["cells_with_interval"]:
+        return ""
+    return (f"; published gain inside the predicted interval (what the baseline arm leaves open) on "
+            f"{s['published_in_interval']} of {s['cells_with_interval']}")
 
 
 def write_report(results: list[CaseResult], out: Path, meta: dict,
@@ -63,7 +77,7 @@ def write_report(results: list[CaseResult], out: Path, meta: dict,
             f"both published; predicted: both simulated under the profile fitted to the baseline arm).",
             "", f"All cases: gain within 15% on {total['within_target']} of {total['speculative_cells']} "
                 f"speculative cells; losses on the same side {total['losses_same_side']} of "
-                f"{total['published_losses']}.", ""]
+                f"{total['published_losses']}" + _interval_count(total) + ".", ""]
     written = [out / "table.md", out / "table.json"]
     write_text_atomic(written[0], "\n".join(head) + "\n" + "\n".join(case_markdown(r) for r in results)
                       + "\n" + "\n".join(md for md, _ in cost_models))

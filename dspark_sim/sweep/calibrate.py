@@ -322,7 +322,8 @@ class Calibration:
             raise InputError("every observation is at the same load: the step curve's shape "
                              "cannot be identified; measure at least two concurrencies",
                              field="observations")
-        if len(loads) + len(steps) < len(self.free):     # thr ~ C x tps: one number per load
+        # thr ~ C x tps: one number per load; a prior identifies its parameter
+        if len(loads) + len(steps) < len(self.free) - len(self.prior_names):
             raise InputError(f"{len(loads) + len(steps)} distinct loads cannot identify the "
                              f"{len(self.free)} parameters {', '.join(self.free)}; give more "
                              "loads or --fix some parameters (e.g. --fix per_context_token_s=0)",

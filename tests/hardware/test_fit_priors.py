@@ -67,6 +67,19 @@ def test_prior_identifies_what_two_points_cannot_and_the_spread_covers_it():
     assert res.prior_share["floor_s"] > 0.5
 
 
+def test_a_prior_on_one_parameter_counts_towards_what_the_loads_must_identify():
+    fam = CurveFamily("linear", fixed={"per_context_token_s": 0.0}, freed=("per_request_s",))
+    known = {"floor_s": 0.004, "per_token_s": 3.0e-5, "per_request_s": 2.0e-5, "per_context_token_s": 0.0}
+    obs = simulated(fam, known, (8, 128))                   # 2 loads, 3 free parameters
+    with pytest.raises(InputError) as err:                  # no prior: refused for want of loads
+        Calibration(obs, FitConfig(fam, requests_per_user=3, bootstrap=0))
+    assert "cannot identify" in err.value.message
+    prior = {"per_request_s": 2.0e-5}                       # one prior: two loads suffice
+    res = Calibration(obs, FitConfig(fam, requests_per_user=3, bootstrap=0, priors=prior)).fit()
+    per_user = res.params["per_token_s"] * (1 + 500 / 200) + res.params["per_request_s"]
+    assert per_user == pytest.approx(3.0e-5 * (1 + 500 / 200) + 2.0e-5, rel=0.05)
+
+
 def test_drafting_is_never_silently_free():
     assert "NONE given" in DraftCosts().describe()
     roof = load_hw_profile("h200-qwen3-8b-roofline")

@@ -108,3 +108,69 @@ def test_published_cost_model_is_compared_with_the_roofline(tmp_path):
     with pytest.raises(InputError) as err:
         load_cost_model(bad)
     assert "target.c_kv" in str(err.value) and err.value.line
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d["fit"]["split_prior"].update(cost_model="no-such-model"), "fit.split_prior.cost_model"),
+    (lambda d: d["fit"]["split_prior"].pop("how"), "fit.split_prior.how"),
+    (lambda d: d["fit"]["split_prior"].update(spread=0), "fit.split_prior.spread"),
+])
+def test_split_prior_is_checked_by_the_loader(tmp_path, edit, field):
+    path = _broken(tmp_path, edit)
+    with pytest.raises(InputError) as err:
+        load_case(path)
+    assert field in str(err.value) and err.value.line
+
+
+def test_split_centres_keep_the_cost_per_request_and_take_the_published_ratio():
+    from dspark_sim.published.predict import split_centres
+
+    case = load_case(shipped_cases()["dspark-paper-v4-flash-fig8"])     # MTP-1: 2 tokens per request
+    held = {"per_token_s": 3e-5, "per_request_s": 0.0}
+    centres, ratio, ctx = split_centres(case, held)
+    assert ctx == 1000 + 400 / 2
+    assert ratio == pytest.approx(3.92645679e-08 * ctx / 2.10103129e-05)
+    # disaggregated prefill: a user adds its 2 verify tokens per iteration, nothing else
+    assert 2 * centres["per_token_s"] + centres["per_request_s"] == pytest.approx(2 * 3e-5)
+    assert centres["per_request_s"] / centres["per_token_s"] == pytest.approx(ratio)
+
+
+def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
+    """Every arm of a case made by the simulator from a known profile (its per-request /
+    per-token split at the prior's centre): the fit to the baseline arm alone predicts the
+    speculative arms' gains closely and each lies inside its row's interval."""
+    from dspark_sim.hardware.curve_family import with_prior_freed
+    from dspark_sim.published.predict import _points, fit_config, run_case, split_centres
+    from dspark_sim.sweep.calibrate import simulate_load
+
+    src = shipped_cases()["vllm-pr52362-dsv4-flash-mi350x"]
+    data = yaml.safe_load(src.read_text())
+    keep = [0, 2, 4]                                   # loads 4, 16, 64
+    data["loads"] = [data["loads"][i] for i in keep]
+    for spec in data["arms"]:                          # placeholders, replaced below
+        spec["throughput"] = [spec["throughput"][i] for i in keep]
+    path = tmp_path / "known.case.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    case = load_case(path)
+    effort = {"requests_per_user": 2, "rounds": 1, "bootstrap": 6, "seed": 0}
+    cfg = fit_config(case, effort)
+    centres, _, _ = split_centres(case, {"per_token_s": 5e-5, "per_request_s": 0.0})
+    truth = {"floor_s": 0.0107, "weight_s": 0.0, "per_context_token_s": 0.0, **centres}
+    family = with_prior_freed(cfg.family, centres, {})          # per_request_s is not held at 0
+    prof = family.profile(truth, "truth", gpus_per_replica=case.gpus)
+    assert prof.per_request_s == pytest.approx(centres["per_request_s"])
+    cfg.draft_costs.apply(prof)
+    for spec in data["arms"]:
+        arm = case.arm(spec["name"])
+        thr = [simulate_load(prof, obs, users, cfg, acc=arm.acceptance).throughput_tok_s_per_gpu * case.gpus
+               for obs, users in zip(_points(case, arm, None), case.loads)]
+        spec["throughput"] = [round(t, 3) for t in thr]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = run_case(load_case(path), effort, interval_draws=2)
+    spec_rows = [r for r in res.rows if not r["baseline"]]
+    assert len(spec_rows) == 6
+    for r in spec_rows:
+        assert abs(r["gain_error"]) < 0.08, r
+        assert r["predicted_gain_low"] <= r["predicted_gain"] <= r["predicted_gain_high"]
+        assert r["published_in_interval"], r
+    assert "Split prior" in res.split_note
