@@ -13,13 +13,18 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
     loads: [C, ...]                           closed-loop users per replica (concurrency)
     throughput_unit: system | per_gpu         how the published throughput is stated
     fit: {family: linear | buckets | roofline, fix: {PARAM: VALUE},
-          split_prior?: {cost_model, spread, basis, how}}   the prior on how the baseline's
+          split_prior?: {cost_model, spread, basis, how},   the prior on how the baseline's
                                               per-request slope splits between per-token and
                                               per-request cost (published/predict.py)
+          roofline?: {model, gpu, tp?, dtype?, spread, basis, how}}   the roofline of the
+                                              same model and GPU: the fit's priors and the
+                                              draft costs, as `profile fit --roofline` takes them
     draft_costs: {layer_share: {KIND: "D/L[:G]"}, basis, how}   how drafting is priced
-    cudagraph?: {max_capture_size, eager?: {...}, basis, how}   the engine's CUDA-graph capture
-                                              limit and eager cost above it (formats.md), with
-                                              where they came from
+    cudagraph?: {max_capture_size, eager?: {...}, eager_range?: {low_s, high_s}, basis, how}
+                                              the engine's CUDA-graph capture limit and eager
+                                              cost above it (formats.md), with where they came
+                                              from; eager_range: the bounds of a flat eager cost
+                                              the sources allow (the interval spans them)
     baseline: ARM
     arms: [{name, label, policy, read, throughput: [...], tps_user?: {values, basis, how},
             acceptance?: {...}, budget?: {values, basis, how}}]
@@ -99,6 +104,7 @@ class Case:
     path: str = ""
     cudagraph: CudaGraph | None = None
     cudagraph_note: str = ""
+    eager_range: tuple[float, float] | None = None   # bounds of a flat eager cost (seconds)
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)
@@ -188,6 +194,35 @@ def _split_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
             "how": _text(check, spec, "how", "fit.split_prior")}
 
 
+def _eager_range(check: FieldChecker, spec: Any) -> tuple[float, float] | None:
+    if spec is None:
+        return None
+    spec = check.mapping(spec, "cudagraph.eager_range")
+    low = check.number(check.require(spec, "low_s", "cudagraph.eager_range"), "cudagraph.eager_range.low_s", 0.0)
+    high = check.number(check.require(spec, "high_s", "cudagraph.eager_range"), "cudagraph.eager_range.high_s", low)
+    return low, high
+
+
+def _roofline_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
+    """fit.roofline: a built-in model and GPU of `dspark-sim roofline`, checked here."""
+    from ..hardware.gpus import get_gpu
+    from ..hardware.models import load_model_shape
+
+    spec = check.mapping(spec, "fit.roofline")
+    out = {"model": _text(check, spec, "model", "fit.roofline"), "gpu": _text(check, spec, "gpu", "fit.roofline"),
+           "tp": check.integer(spec.get("tp", 1), "fit.roofline.tp", 1),
+           "dtype": check.string(spec.get("dtype", "bf16"), "fit.roofline.dtype"),
+           "spread": check.number(check.require(spec, "spread", "fit.roofline"), "fit.roofline.spread",
+                                  0.0, exclusive=True),
+           "basis": _basis(check, spec, "fit.roofline"), "how": _text(check, spec, "how", "fit.roofline")}
+    for key, load in (("model", load_model_shape), ("gpu", get_gpu)):
+        try:
+            load(out[key])
+        except InputError as exc:
+            raise check.fail(f"fit.roofline.{key}", exc.message) from None
+    return out
+
+
 def flat_rate(length: float, gamma: int) -> float:
     """The per-position acceptance a with 1 + a + a^2 + ... + a^gamma = length (bisection)."""
     lo, hi = 0.0, 1.0
@@ -226,16 +261,27 @@ def load_case(path: str | Path) -> Case:
     fit = check.mapping(data.get("fit") or {}, "fit")
     if fit.get("split_prior") is not None:
         fit["split_prior"] = _split_prior(check, fit["split_prior"])
+    if fit.get("roofline") is not None:
+        fit["roofline"] = _roofline_prior(check, fit["roofline"])
+    if fit.get("roofline") and fit.get("split_prior"):
+        raise check.fail("fit.split_prior", "give a roofline or a split prior, not both (the "
+                         "roofline's priors already split the cost)")
     drafts = check.mapping(check.require(data, "draft_costs"), "draft_costs")
     if "layer_share" in drafts:
         check.mapping(drafts["layer_share"], "draft_costs.layer_share")
     _basis(check, drafts, "draft_costs")
     _text(check, drafts, "how", "draft_costs")
-    graph, graph_note = None, ""
+    graph, graph_note, eager_range = None, "", None
     if data.get("cudagraph") is not None:
         spec = check.mapping(data["cudagraph"], "cudagraph")
+        eager_range = _eager_range(check, spec.pop("eager_range", None))
         graph = CudaGraph.from_dict(spec, check)
         graph_note = f"{_basis(check, spec, 'cudagraph')}: {_text(check, spec, 'how', 'cudagraph')}"
+        if eager_range is not None:
+            point = float(graph.eager_seconds(graph.max_capture_size + 1))
+            if not eager_range[0] <= point <= eager_range[1]:
+                raise check.fail("cudagraph.eager", f"{point:g} s above the limit lies outside "
+                                 f"eager_range {eager_range[0]:g}..{eager_range[1]:g} s")
     arms = []
     for i, spec in enumerate(check.require(data, "arms") or []):
         key = f"arms[{i}]"
@@ -269,7 +315,7 @@ def load_case(path: str | Path) -> Case:
                 output_tokens=_numbers(check, check.require(data, "output_tokens"), "output_tokens"),
                 prefill=prefill, loads=tuple(loads), throughput_unit=unit, fit=dict(fit),
                 draft_costs=dict(drafts), baseline=baseline, arms=arms, path=str(path),
-                cudagraph=graph, cudagraph_note=graph_note)
+                cudagraph=graph, cudagraph_note=graph_note, eager_range=eager_range)
 
 
 def shipped_cases() -> dict[str, Path]:

@@ -33,9 +33,10 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
-from ..hardware.curve_family import family_from_dict, with_prior_freed
+from ..hardware.curve_family import family_from_dict, family_values_of, with_prior_freed
 from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
 from ..hardware.observations import LoadPoint, check_physical
+from ..profiles.cudagraph import CudaGraph
 from ..sweep.calibrate import Calibration, FitConfig, FitResult, simulate_load
 from .cases import CASES_DIR, Arm, Case
 from .cost_models import load_cost_model
@@ -115,10 +116,35 @@ def fit_config(case: Case, effort: dict) -> FitConfig:
                                          (case.draft_costs.get("layer_share") or {}).items()))
     if case.cudagraph is not None:
         fam = replace(fam, cudagraph=case.cudagraph)
-    drafts = choose_draft_costs(None, None, shares)
-    drafts.origin = f"{case.draft_costs['basis']}: {case.draft_costs['how']}"
+    roof = case_roofline(case)
+    priors, spread = {}, 0.5
+    if roof is not None:                  # as `profile fit --roofline` does
+        values = family_values_of(fam, roof)
+        fam = with_prior_freed(fam, values, {})
+        priors = {k: v for k, v in values.items() if k in fam.free}
+        spread = case.fit["roofline"]["spread"]
+    drafts = choose_draft_costs(None, roof, shares)
+    if drafts.source == "layer_share":            # the roofline's tables name themselves
+        drafts.origin = f"{case.draft_costs['basis']}: {case.draft_costs['how']}"
     return FitConfig(fam, name=f"{case.name}-baseline-fit", gpus=case.gpus, draft_costs=drafts,
-                     **{**DEFAULT_EFFORT, **effort})
+                     priors=priors, prior_spread=spread, **{**DEFAULT_EFFORT, **effort})
+
+
+def case_roofline(case: Case):
+    """The case's `fit.roofline` profile (`dspark-sim roofline` with the case's model, GPU, TP and
+    weight type, defaults otherwise), or None."""
+    spec = case.fit.get("roofline")
+    if not spec:
+        return None
+    from ..hardware.analytic_profile import analytic_profile
+    from ..hardware.gpus import get_gpu
+    from ..hardware.models import load_model_shape
+    from ..hardware.roofline import Roofline
+    from ..hardware.roofline_settings import RooflineSettings
+
+    roof = Roofline(load_model_shape(spec["model"]), get_gpu(spec["gpu"]),
+                    RooflineSettings(tp=spec["tp"], dtype=spec["dtype"]))
+    return analytic_profile(roof, f"{spec['model']}-{spec['gpu']}-tp{spec['tp']}-roofline")
 
 
 def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = None,
@@ -153,10 +179,19 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             draws = _interval_draws(case, result, interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
-            _add_intervals(case, rows, [Calibration(points, cfg).profile(d) for d in draws], cfg, paths, progress)
+            _add_intervals(case, rows, _interval_profiles(case, points, cfg, draws), cfg, paths, progress)
+    if cfg.priors and case.fit.get("roofline"):
+        spec = case.fit["roofline"]
+        note += (f"Priors from the roofline of {spec['model']} on {spec['gpu']} (TP{spec['tp']}, "
+                 f"{spec['dtype']}; {spec['basis']}: {spec['how']}): "
+                 + ", ".join(f"{k} = {v:.4g}" for k, v in cfg.priors.items())
+                 + f", log-normal spread {cfg.prior_spread:g}. ")
     if case.cudagraph is not None:
-        note += (f"CUDA graphs up to {case.cudagraph.max_capture_size} batch tokens, eager above "
-                 f"({case.cudagraph_note}). ")
+        eager = case.cudagraph.eager_seconds(case.cudagraph.max_capture_size + 1)
+        note += (f"CUDA graphs up to {case.cudagraph.max_capture_size} batch tokens, eager above: "
+                 f"{eager * 1e3:.3g} ms"
+                 + (f" (range {case.eager_range[0] * 1e3:.3g}..{case.eager_range[1] * 1e3:.3g} ms, spanned "
+                    f"by the interval)" if case.eager_range else "") + f" ({case.cudagraph_note}). ")
     return CaseResult(case, result, note + cfg.draft_costs.describe(), rows, split_note)
 
 
@@ -174,9 +209,10 @@ def _refit_with_split(case: Case, points: list[LoadPoint], cfg: FitConfig, held:
             f"centres per_token_s = {centres['per_token_s']:.4g}, per_request_s = "
             f"{centres['per_request_s']:.4g}, log-normal spread {spec['spread']:g}. With the "
             f"per-request cost held at 0 the fit gave per_token_s = {held.params['per_token_s']:.4g}. "
-            f"Per-request share of the cost per added request: fitted "
-            f"{request_share(case, result.params):.0%}, over the {len(shares)} draws "
-            f"{np.percentile(shares, 10):.0%}..{np.percentile(shares, 90):.0%} (p10..p90).")
+            f"Per-request share of the cost per added user: fitted "
+            f"{request_share(case, result.params):.0%}, "
+            + (f"over the {len(shares)} draws {np.percentile(shares, 10):.0%}.."
+               f"{np.percentile(shares, 90):.0%} (p10..p90)." if shares else "no bootstrap draws (no interval)."))
     return result, cfg, note
 
 
@@ -195,16 +231,18 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
     base = case.arm(case.baseline)
     base_pub = case.per_gpu(base)
     base_sim = {s.users: s.throughput_tok_s_per_gpu for s in result.simulated if s is not None}
+    base_budget = {s.users: s.verify_tokens for s in result.simulated if s is not None}
     top = result.observed_range["batch_tokens"][1]
     rows = []
     for arm in case.arms:
         pub = case.per_gpu(arm)
         for j, users in enumerate(case.loads):
             if arm.name == base.name:
-                pred = base_sim[users]
+                pred, budget = base_sim[users], base_budget[users]
             else:
                 obs = _points(case, arm, paths.get(arm.name))[j]
-                pred = simulate_load(result.profile, obs, users, cfg).throughput_tok_s_per_gpu
+                sim = simulate_load(result.profile, obs, users, cfg)
+                pred, budget = sim.throughput_tok_s_per_gpu, sim.verify_tokens
                 if progress:
                     progress(f"{arm.name} @ {users}")
             verify = verify_width(arm)
@@ -219,8 +257,27 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
                 "extrapolated": bool(users * verify > top * 1.0001),
                 "published_below_baseline": bool(pub_gain < 1),
                 "same_side": bool((pub_gain < 1) == (pred_gain < 1)),
+                "predicted_verify_tokens": float(budget),
+                "published_verify_tokens": float(arm.budget.values[j]) if arm.budget else None,
             })
     return rows
+
+
+def _interval_profiles(case: Case, points: list[LoadPoint], cfg: FitConfig,
+                       draws: list[dict[str, float]]) -> list:
+    """A profile per interval draw. With the case's eager_range, the draw least favourable to
+    speculation (lowest per-request share, first) runs with the highest eager cost and the most
+    favourable (last) with the lowest, so the range spans both unknowns; draws between keep the
+    case's eager cost."""
+    if case.eager_range is None or case.cudagraph is None or len(draws) < 2:
+        return [Calibration(points, cfg).profile(d) for d in draws]
+    out = []
+    for i, d in enumerate(draws):
+        eager = case.eager_range[1] if i == 0 else case.eager_range[0] if i == len(draws) - 1 else None
+        graph = case.cudagraph if eager is None else \
+            CudaGraph(case.cudagraph.max_capture_size, floor_s=eager, source="given")
+        out.append(Calibration(points, replace(cfg, family=replace(cfg.family, cudagraph=graph))).profile(d))
+    return out
 
 
 def _add_intervals(case: Case, rows: list[dict], profiles: list, cfg: FitConfig,

@@ -50,6 +50,15 @@ def case_markdown(res: CaseResult) -> str:
         lines.append(f"| {r['label']} | {r['load']} | {r['published_tok_s_per_gpu']:,.0f} | "
                      f"{r['predicted_tok_s_per_gpu']:,.0f} | {r['throughput_error']:+.1%} | "
                      + gain + f" | {', '.join(flags)} |")
+    for arm in c.arms:
+        rows = [r for r in res.rows if r["arm"] == arm.name and r["published_verify_tokens"] is not None]
+        if rows:
+            lines += ["", f"{arm.label}: verification budget (tokens verified per request per iteration, "
+                          f"bonus included; {arm.budget.basis}: {arm.budget.how}) published "
+                      + " / ".join(f"{r['published_verify_tokens']:.2f}" for r in rows) + ", simulated "
+                      + " / ".join(f"{r['predicted_verify_tokens']:.2f}" for r in rows)
+                      + f" at loads {' / '.join(str(r['load']) for r in rows)} (a check of the inputs, "
+                        f"not used in the prediction)."]
     s = summary(res.rows)
     lines += ["", f"Gain within 15% on {s['within_target']} of {s['speculative_cells']} speculative cells "
                   f"(worst {s['max_abs_gain_error']:.0%}); published losses predicted on the same side: "

@@ -86,6 +86,7 @@ class Simulated:
     tps_user: float
     throughput_tok_s_per_gpu: float
     ttft_s: float
+    verify_tokens: float = 1.0          # tokens verified per request per iteration, bonus included
 
 
 @dataclass
@@ -182,7 +183,7 @@ def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitCon
     tps = met["tps_user_mean"] if obs.tps_stat == "mean" else \
         met["tps_user_percentiles"][int(obs.tps_stat[1:])]
     return Simulated(users, float(tps), float(met["throughput_tok_s_per_gpu"]),
-                     float(met["ttft_p50_s"]))
+                     float(met["ttft_p50_s"]), float(met["verify_tokens"]))
 
 
 class Calibration:

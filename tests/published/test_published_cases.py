@@ -174,3 +174,71 @@ def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
         assert r["predicted_gain_low"] <= r["predicted_gain"] <= r["predicted_gain_high"]
         assert r["published_in_interval"], r
     assert "Split prior" in res.split_note
+
+
+def test_a_case_with_roofline_priors_recovers_arms_simulated_on_that_roofline(tmp_path):
+    """A user's own case file with `fit.roofline` (priors and draft costs from the roofline of
+    the same model and GPU, as `profile fit --roofline`): arms simulated on that roofline itself
+    are predicted from the baseline arm within a few percent."""
+    from dspark_sim.published.predict import _points, case_roofline, fit_config, run_case
+    from dspark_sim.sweep.calibrate import simulate_load
+
+    data = yaml.safe_load(shipped_cases()["sglang-gpt-oss-120b-h100-eagle3-dflash"].read_text())
+    data["name"] = "own-llama-h100"
+    data["loads"] = [1, 8, 32, 64]
+    data["arms"] = [a for a in data["arms"] if a["name"] in ("none", "eagle3")]
+    for arm in data["arms"]:
+        arm["throughput"] = [1.0, 2.0, 3.0, 4.0]                  # placeholders, replaced below
+    data["fit"] = {"family": "roofline", "roofline": {
+        "model": "llama-3.1-8b", "gpu": "H100", "spread": 0.5, "basis": "assumed",
+        "how": "the same model and GPU as the measurements"}}
+    path = tmp_path / "own.case.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    case = load_case(path)
+    effort = {"requests_per_user": 2, "rounds": 1, "bootstrap": 4, "seed": 0}
+    cfg = fit_config(case, effort)
+    assert cfg.draft_costs.source == "roofline" and set(cfg.priors) >= {"floor_s", "per_token_s"}
+    truth = case_roofline(case)
+    for spec in data["arms"]:
+        arm = case.arm(spec["name"])
+        spec["throughput"] = [round(simulate_load(truth, obs, users, cfg, acc=arm.acceptance)
+                                    .throughput_tok_s_per_gpu, 3)
+                              for obs, users in zip(_points(case, arm, None), case.loads)]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = run_case(load_case(path), effort)
+    assert "Priors from the roofline of llama-3.1-8b on H100" in res.draft_summary
+    for r in res.rows:
+        assert abs(r["throughput_error"]) < 0.06, r
+        if not r["baseline"]:
+            assert abs(r["gain_error"]) < 0.06, r
+    bad = dict(data, fit={"family": "roofline", "roofline": dict(data["fit"]["roofline"], gpu="H999")})
+    path.write_text(yaml.safe_dump(bad, sort_keys=False))
+    with pytest.raises(InputError) as err:
+        load_case(path)
+    assert "fit.roofline.gpu" in str(err.value)
+
+
+def test_eager_range_must_hold_the_point_and_widens_the_interval(tmp_path):
+    src = shipped_cases()["vllm-pr52362-dsv4-flash-mi350x"]
+    case = load_case(src)
+    assert case.eager_range == (0.0043, 0.0731)
+    assert case.cudagraph.eager_seconds(1025) == pytest.approx(0.01773)
+    data = yaml.safe_load(src.read_text())
+    data["cudagraph"]["eager_range"] = {"low_s": 0.02, "high_s": 0.05}     # point 17.7 ms outside
+    bad = tmp_path / "bad.case.yaml"
+    bad.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(InputError) as err:
+        load_case(bad)
+    assert "cudagraph.eager" in str(err.value) and err.value.line
+
+
+def test_simulated_verification_budget_is_reported_beside_the_published_one(tmp_path):
+    out = tmp_path / "v4"
+    assert main(["validate-published", "dspark-paper-v4-flash-fig8", "--out", str(out), *SMALL]) == 0
+    rows = json.loads((out / "table.json").read_text())["rows"]
+    mtp = [r for r in rows if r["arm"] == "mtp1"]
+    assert [r["published_verify_tokens"] for r in mtp] == [2.0] * 5
+    assert all(r["predicted_verify_tokens"] == pytest.approx(2.0) for r in mtp)
+    dspark = [r for r in rows if r["arm"] == "dspark"]
+    assert all(1.0 < r["predicted_verify_tokens"] <= 6.0 for r in dspark)
+    assert "verification budget" in (out / "table.md").read_text()
