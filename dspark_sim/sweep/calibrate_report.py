@@ -53,6 +53,12 @@ def report_markdown(result: FitResult) -> str:
         lines.append(f"| {p} | {v:.4g} | " + (f"{u['std']:.2g} | {u['p05']:.4g} | {u['p95']:.4g} |"
                                               if u else "fixed | | |"))
     lines += ["", f"Uncertainty: {result.bootstrap_method}, {result.bootstrap_kept} samples."]
+    if "per_request_s" not in result.uncertainty and result.params.get("per_request_s", 0.0) == 0.0:
+        lines.append("per_request_s is 0, not fitted: observations at one verify width per policy "
+                     "cannot tell a cost per request from a cost per token, and at 0 every verified "
+                     "draft is priced like a decoding request (the split least favourable to "
+                     "speculation). Give --roofline (priors), observations at other verify widths, or "
+                     "--fix per_request_s=VALUE to see another split.")
     led = [p for p, r in result.prior_share.items() if r > 0.5]
     if led:
         lines.append(f"Set mostly by the prior (posterior spread > half the prior's): {', '.join(led)}.")

@@ -127,8 +127,12 @@ def test_fit_cli_prints_draft_source_and_records_priors(tmp_path, capsys):
                "--rounds", "1", "--requests-per-user", "3", "--frontier-points", "2",
                "--max-batch-tokens", "2048"])
     assert rc == 0
-    err = capsys.readouterr().err
+    cap = capsys.readouterr()
+    err = cap.err
     assert "draft costs: roofline tables of h200-qwen3-8b-roofline" in err and "priors from" in err
+    # the roofline has no per-request cost, so per_request_s stays at 0, and the report says so
+    assert "per_request_s is 0, not fitted" in cap.out + cap.err
+    assert "per_request_s is 0, not fitted" in (tmp_path / "fit.fit.md").read_text()
     fit = yaml.safe_load(out.read_text())["fit"]
     assert fit["draft_costs"]["source"] == "roofline" and set(fit["priors"]["centres"]) == \
         {"floor_s", "weight_s", "per_token_s"}
@@ -150,3 +154,4 @@ def test_fit_frees_per_request_s_with_a_roofline_prior(tmp_path, capsys):
     doc = yaml.safe_load(out.read_text())
     assert doc["fit"]["priors"]["centres"]["per_request_s"] == pytest.approx(2e-5)
     assert doc["step_time"]["per_request_s"] > 0
+    assert "per_request_s is 0, not fitted" not in (tmp_path / "fit.fit.md").read_text()
