@@ -79,8 +79,8 @@ def verify_width(arm: Arm) -> int:
 
 
 def split_centres(case: Case, params: dict[str, float]) -> tuple[dict[str, float], float, float]:
-    """The split prior's centres for per_token_s and per_request_s (their sum per request kept at
-    the held fit's slope), the per-request / per-token ratio and the context it was taken at."""
+    """The split prior's centres for per_token_s and per_request_s (the cost per added user kept
+    at the held fit's), the per-request / per-token ratio and the context it was taken at."""
     spec = case.fit["split_prior"]
     cm = load_cost_model(CASES_DIR / f"{spec['cost_model']}.cost.yaml")
     ctx = case.prompt_tokens.values[0] + case.output_tokens.values[0] / 2.0
