@@ -46,9 +46,10 @@ def register(app: typer.Typer) -> None:
             for name, path in shipped_cases().items():
                 typer.echo(f"{name}\t{path}")
             return
-        if requests_per_user < 2 or rounds < 0 or bootstrap < 0 or interval_draws < 0:
-            raise InputError("--requests-per-user >= 2, --rounds >= 0, --bootstrap >= 0, "
-                             "--interval-draws >= 0", field="requests-per-user")
+        for name, value, least in (("requests-per-user", requests_per_user, 2), ("rounds", rounds, 0),
+                                   ("bootstrap", bootstrap, 0), ("interval-draws", interval_draws, 0)):
+            if value < least:
+                raise InputError(f"must be >= {least}, got {value}", field=name)
         loaded = resolve_cases(cases or [])
         effort = {"requests_per_user": requests_per_user, "rounds": rounds, "bootstrap": bootstrap,
                   "seed": seed}

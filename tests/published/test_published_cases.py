@@ -242,3 +242,11 @@ def test_simulated_verification_budget_is_reported_beside_the_published_one(tmp_
     dspark = [r for r in rows if r["arm"] == "dspark"]
     assert all(1.0 < r["predicted_verify_tokens"] <= 6.0 for r in dspark)
     assert "verification budget" in (out / "table.md").read_text()
+
+
+@pytest.mark.parametrize("option, value", [("--interval-draws", "-1"), ("--bootstrap", "-2"),
+                                           ("--requests-per-user", "1")])
+def test_bad_effort_option_exits_2_naming_it(tmp_path, capsys, option, value):
+    out = tmp_path / "out"
+    assert main(["validate-published", "--out", str(out), option, value]) == 2
+    assert option.lstrip("-") in capsys.readouterr().err and not out.exists()
