@@ -55,7 +55,9 @@ def register(profile_app: typer.Typer) -> None:
         family: str = typer.Option("linear", "--family", help="Step-time family: linear (floor + per "
                                    "token + per context token), buckets (the same, padded to "
                                    "CUDA-graph capture sizes), roofline (floor + max(weight_s, "
-                                   "per_token_s x B): flat, then compute-bound), or a family YAML file."),
+                                   "per_token_s x B): flat, then compute-bound), or a family YAML file "
+                                   "(also for moe: floor + expert_s x the share of routed experts B "
+                                   "tokens touch + per_token_s x B; the file gives experts and top_k)."),
         fix: str = typer.Option("", "--fix", help="Parameters held fixed, NAME=VALUE,... of floor_s, "
                                 "per_token_s, per_context_token_s, per_request_s (held at 0 unless --roofline "
                                 "gives it a prior) and weight_s for roofline, seconds."),

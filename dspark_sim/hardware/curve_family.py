@@ -2,10 +2,12 @@
 
 A family is a small mapping (built in below, or a YAML file the user writes):
 
-    family: buckets                     # linear | buckets | roofline
+    family: buckets                     # linear | buckets | roofline | moe
     capture_sizes: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]   # buckets only
     fixed: {per_context_token_s: 0.0}   # parameters held at a value instead of fitted
     max_batch_tokens: 8192              # top of the written table
+    experts: 128                        # moe only: routed experts per layer (E)
+    top_k: 4                            # moe only: experts per token (k)
 
 Parameters (seconds), plus `per_context_token_s` x context tokens and `per_request_s` x requests
 in every family (per_request_s is held at 0 unless a prior (`--roofline` with a per-request
@@ -19,6 +21,14 @@ the per-request cost from the per-token one; observations at several tokens per 
   streaming the weights bounds it, launch- and memory-bound at small B; compute-bound above the
   knee B* = weight_s / per_token_s), the shape `dspark-sim roofline` computes per component.
   floor_s is what no batch size hides (launches, host round trip, sampling).
+- moe: step(B) = floor_s + expert_s x cover(B) + per_token_s x B, cover(B) = 1 - (1 - k/E)^B,
+  the expected share of a layer's E routed experts that B tokens routed to k each touch
+  (uniform routing): a mixture-of-experts step streams only the experts its tokens use, so at
+  small batch each added token brings new experts and the step grows fast, and once B is well
+  past E/k every expert is loaded and a token costs only per_token_s. expert_s is the time to
+  stream every routed expert once; `experts` (E) and `top_k` (k) come with the family (the
+  model's config). A speculative verify's extra tokens then cost what the curve says at its
+  own larger B, not the baseline's average slope.
 The profile table holds the family's exact values at its knots (linear interpolation between
 knots reproduces every family at every integer B; the roofline's knee is a knot).
 
@@ -43,9 +53,10 @@ from ..profiles.validate import FieldChecker
 
 PARAMS = ("floor_s", "per_token_s", "per_context_token_s", "per_request_s")   # linear and buckets
 ROOFLINE_PARAMS = ("floor_s", "weight_s", "per_token_s", "per_context_token_s", "per_request_s")
+MOE_PARAMS = ("floor_s", "expert_s", "per_token_s", "per_context_token_s", "per_request_s")
 HELD = {"per_request_s": 0.0}       # held unless a prior or --fix says otherwise
-ALL_PARAMS = ROOFLINE_PARAMS
-FAMILIES = ("linear", "buckets", "roofline")
+FAMILY_PARAMS = {"linear": PARAMS, "buckets": PARAMS, "roofline": ROOFLINE_PARAMS, "moe": MOE_PARAMS}
+FAMILIES = tuple(FAMILY_PARAMS)
 # vLLM's default CUDA-graph capture sizes for decode: 1, 2, 4 and then every 8 up to 512.
 VLLM_CAPTURE_SIZES = (1, 2, 4) + tuple(range(8, 513, 8))
 
@@ -60,11 +71,18 @@ class CurveFamily:
     max_batch_tokens: int = 8192
     cudagraph: CudaGraph | None = None
     freed: tuple[str, ...] = ()          # held parameters (HELD) the fit estimates after all
+    experts: int = 0                     # moe: routed experts per layer
+    top_k: int = 0                       # moe: experts per token
 
     @property
     def params(self) -> tuple[str, ...]:
         """The family's parameters."""
-        return ROOFLINE_PARAMS if self.family == "roofline" else PARAMS
+        return FAMILY_PARAMS[self.family]
+
+    def cover(self, batch_tokens) -> np.ndarray:
+        """moe: expected share of the routed experts B tokens touch, 1 - (1 - k/E)^B."""
+        B = np.asarray(batch_tokens, dtype=float)
+        return 1.0 - np.power(1.0 - self.top_k / self.experts, B)
 
     @property
     def free(self) -> tuple[str, ...]:
@@ -93,6 +111,8 @@ class CurveFamily:
         tokens = p["per_token_s"] * self.padded(batch_tokens)
         if self.family == "roofline":
             tokens = np.maximum(p["weight_s"], tokens)
+        elif self.family == "moe":
+            tokens = tokens + p["expert_s"] * self.cover(batch_tokens)
         return p["floor_s"] + tokens
 
     def step_time(self, params: dict[str, float], batch_tokens, context_tokens=0.0,
@@ -115,6 +135,12 @@ class CurveFamily:
             knee = p["weight_s"] / p["per_token_s"] if p["per_token_s"] > 0 else top
             pts = {1.0, float(top)} | {v for v in (np.floor(knee), knee, np.ceil(knee)) if 1 < v < top}
             return np.array(sorted(pts))
+        if self.family == "moe":
+            # every batch size while the experts still fill (cover within 1% of 1 beyond), then
+            # log-spaced: linear interpolation follows the concave part to ~0.1%
+            dense = min(top, int(np.ceil(np.log(0.01) / np.log(1.0 - self.top_k / self.experts))))
+            pts = set(np.arange(1.0, dense + 1.0)) | set(np.rint(np.geomspace(dense, top, 24)))
+            return np.array(sorted(p for p in pts if p <= top))
         if self.family != "buckets" or not self.capture_sizes:
             return np.array([1.0, float(top)])
         sizes = [s for s in self.capture_sizes if s < top]
@@ -144,6 +170,8 @@ class CurveFamily:
                                "fixed": dict(self.fixed), "max_batch_tokens": self.max_batch_tokens}
         if self.family == "buckets":
             out["capture_sizes"] = list(self.capture_sizes)
+        if self.family == "moe":
+            out.update(experts=self.experts, top_k=self.top_k)
         if self.cudagraph is not None:
             out["cudagraph"] = self.cudagraph.to_dict()
         return out
@@ -163,8 +191,18 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
             raise check.fail("capture_sizes", "expected a non-empty list of integers")
         sizes = tuple(check.integer(v, f"capture_sizes[{i}]", 1) for i, v in enumerate(raw))
         check.increasing(list(sizes), "capture_sizes")
+    experts = top_k = 0
+    if name == "moe":
+        for key in ("experts", "top_k"):
+            if data.get(key) is None:
+                raise check.fail(key, "the moe family needs the model's routed experts per layer "
+                                 "(experts) and per token (top_k): give them in a family YAML file")
+        experts = check.integer(check.require(data, "experts"), "experts", 2)
+        top_k = check.integer(check.require(data, "top_k"), "top_k", 1)
+        if top_k >= experts:
+            raise check.fail("top_k", f"must be below experts ({experts}), got {top_k}")
     fixed = {}
-    allowed = ROOFLINE_PARAMS if name == "roofline" else PARAMS
+    allowed = FAMILY_PARAMS[name]
     for key, value in check.mapping(data.get("fixed") or {}, "fixed").items():
         if key not in allowed:
             raise check.fail(f"fixed.{key}", f"unknown parameter of the {name} family; one of "
@@ -172,7 +210,7 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
         fixed[key] = check.number(value, f"fixed.{key}", 0.0)
     top = check.integer(data.get("max_batch_tokens", 8192), "max_batch_tokens", 2)
     graph = CudaGraph.from_dict(data["cudagraph"], check) if data.get("cudagraph") is not None else None
-    return CurveFamily(name, sizes, fixed, top, graph)
+    return CurveFamily(name, sizes, fixed, top, graph, experts=experts, top_k=top_k)
 
 
 def load_family(spec: str, fixed: dict[str, float] | None = None,
@@ -188,8 +226,7 @@ def load_family(spec: str, fixed: dict[str, float] | None = None,
         if key not in fam.params:
             raise InputError(f"unknown parameter {key!r} of the {fam.family} family; one of "
                              f"{', '.join(fam.params)}", field="fix")
-    return CurveFamily(fam.family, fam.capture_sizes, merged, max_batch_tokens or fam.max_batch_tokens,
-                       fam.cudagraph, fam.freed)
+    return replace(fam, fixed=merged, max_batch_tokens=max_batch_tokens or fam.max_batch_tokens)
 
 
 def with_prior_freed(fam: CurveFamily, priors: dict[str, float], given: dict[str, float]) -> CurveFamily:
@@ -210,14 +247,14 @@ def family_values_of(fam: CurveFamily, prof: HardwareProfile) -> dict[str, float
     if prof.cudagraph is not None:
         target = target - np.asarray(prof.cudagraph.eager_seconds(B))
     names = [p for p in fam.params if p not in ("per_context_token_s", "per_request_s")]
-    scale = {"floor_s": target[0] / 2, "weight_s": target[0] / 2,
+    scale = {"floor_s": target[0] / 2, "weight_s": target[0] / 2, "expert_s": target[0] / 2,
              "per_token_s": target[-1] / B[-1]}
 
     def resid(x: np.ndarray) -> np.ndarray:
         vals = {n: v * scale[n] for n, v in zip(names, x)}
         vals["per_context_token_s"] = prof.per_context_token_s
         vals["per_request_s"] = 0.0
-        free = CurveFamily(fam.family, fam.capture_sizes, {}, fam.max_batch_tokens)
+        free = replace(fam, fixed={}, cudagraph=None, freed=())
         return np.log(np.maximum(free.table_time(vals, B), 1e-30) / target)
 
     res = least_squares(resid, np.ones(len(names)), bounds=(1e-6, np.inf))

@@ -12,7 +12,9 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
     prefill: local | disaggregated
     loads: [C, ...]                           closed-loop users per replica (concurrency)
     throughput_unit: system | per_gpu         how the published throughput is stated
-    fit: {family: linear | buckets | roofline, fix: {PARAM: VALUE},
+    fit: {family: linear | buckets | roofline | moe, fix: {PARAM: VALUE},
+          moe?: {experts, top_k, basis, how},   the routed experts per layer and per token of
+                                              an MoE target (family moe; with where they came from)
           split_prior?: {cost_model, spread, basis, how},   the prior on how the baseline's
                                               per-request slope splits between per-token and
                                               per-request cost (published/predict.py)
@@ -263,6 +265,11 @@ def load_case(path: str | Path) -> Case:
         fit["split_prior"] = _split_prior(check, fit["split_prior"])
     if fit.get("roofline") is not None:
         fit["roofline"] = _roofline_prior(check, fit["roofline"])
+    if fit.get("family") == "moe" or fit.get("moe") is not None:
+        moe = check.mapping(check.require(fit, "moe", "fit"), "fit.moe")
+        fit["moe"] = {"experts": check.integer(check.require(moe, "experts", "fit.moe"), "fit.moe.experts", 2),
+                      "top_k": check.integer(check.require(moe, "top_k", "fit.moe"), "fit.moe.top_k", 1),
+                      "basis": _basis(check, moe, "fit.moe"), "how": _text(check, moe, "how", "fit.moe")}
     if fit.get("roofline") and fit.get("split_prior"):
         raise check.fail("fit.split_prior", "give a roofline or a split prior, not both (the "
                          "roofline's priors already split the cost)")

@@ -110,7 +110,8 @@ def request_share(case: Case, params: dict[str, float]) -> float:
 def fit_config(case: Case, effort: dict) -> FitConfig:
     """The case's fit: family and fixed parameters, draft costs, the closed-loop settings."""
     fam = family_from_dict({"family": case.fit.get("family", "roofline"), "fixed": case.fit.get("fix") or {},
-                            "max_batch_tokens": int(case.fit.get("max_batch_tokens", 16384))},
+                            "max_batch_tokens": int(case.fit.get("max_batch_tokens", 16384)),
+                            **{k: case.fit["moe"][k] for k in ("experts", "top_k") if case.fit.get("moe")}},
                            file=case.path)
     shares = parse_layer_shares(",".join(f"{k}={v}" for k, v in
                                          (case.draft_costs.get("layer_share") or {}).items()))

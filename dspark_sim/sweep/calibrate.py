@@ -264,7 +264,7 @@ class Calibration:
                               m["users"] * m["ctx"]))
         t = np.array(steps)
         t_min = float(t[:, 0].min())
-        guess = {"floor_s": 0.5 * t_min, "weight_s": 0.5 * t_min,
+        guess = {"floor_s": 0.5 * t_min, "weight_s": 0.5 * t_min, "expert_s": 0.5 * t_min,
                  "per_token_s": 0.5 * t_min / float(t[:, 1].max()),
                  "per_context_token_s": 0.1 * t_min / float(t[:, 2].max()),
                  "per_request_s": 0.1 * t_min / float(t[:, 1].max())}

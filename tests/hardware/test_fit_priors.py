@@ -6,7 +6,7 @@ import yaml
 
 from dspark_sim.cli import main
 from dspark_sim.errors import InputError
-from dspark_sim.hardware.curve_family import CurveFamily, family_values_of, load_family
+from dspark_sim.hardware.curve_family import CurveFamily, family_from_dict, family_values_of, load_family
 from dspark_sim.hardware.draft_cost import DraftCosts, LayerShare, choose_draft_costs
 from dspark_sim.hardware.observations import LoadPoint
 from dspark_sim.profiles.registry import load_hw_profile
@@ -155,3 +155,38 @@ def test_fit_frees_per_request_s_with_a_roofline_prior(tmp_path, capsys):
     assert doc["fit"]["priors"]["centres"]["per_request_s"] == pytest.approx(2e-5)
     assert doc["step_time"]["per_request_s"] > 0
     assert "per_request_s is 0, not fitted" not in (tmp_path / "fit.fit.md").read_text()
+
+
+MOE = {"floor_s": 0.004, "expert_s": 0.015, "per_token_s": 2.0e-5, "per_context_token_s": 0.0}
+
+
+def test_moe_family_recovers_a_known_expert_coverage_curve():
+    """gpt-oss-like routing (128 experts, 4 per token): the step grows fast while tokens still
+    bring new experts, then by per_token_s only; the moe family recovers it from no-speculation
+    loads, and its written table follows the curve between knots."""
+    fam = family_from_dict({"family": "moe", "experts": 128, "top_k": 4, "fixed": {"per_context_token_s": 0.0},
+                            "max_batch_tokens": 2048})
+    assert fam.cover(1) == pytest.approx(4 / 128) and fam.cover(2048) == pytest.approx(1.0)
+    prof = fam.profile(MOE, "known")
+    B = np.arange(1, 2049)
+    assert np.allclose(prof.step_time(B), fam.table_time(MOE, B), rtol=2e-3)
+    obs = simulated(fam, MOE, (1, 4, 16, 64, 256, 1024))
+    result = Calibration(obs, FitConfig(fam, requests_per_user=3, bootstrap=0)).fit()
+    for name in ("floor_s", "expert_s", "per_token_s"):
+        assert result.params[name] == pytest.approx(MOE[name], rel=0.08), name
+    # floor + linear cannot follow the bend as closely
+    lin = Calibration(obs, FitConfig(CurveFamily("linear", fixed={"per_context_token_s": 0.0},
+                                                 max_batch_tokens=2048), requests_per_user=3, bootstrap=0)).fit()
+    worst = lambda r: max(abs(x["throughput_rel_error"]) for x in r.residuals())  # noqa: E731
+    assert worst(result) < 0.02 < worst(lin)
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"family": "moe", "top_k": 4}, "experts"),
+    ({"family": "moe", "experts": 8, "top_k": 8}, "top_k"),
+    ({"family": "moe", "experts": 8, "top_k": 2, "fixed": {"weight_s": 0.0}}, "fixed.weight_s"),
+])
+def test_moe_family_needs_its_routing(data, field):
+    with pytest.raises(InputError) as err:
+        family_from_dict(data)
+    assert field in str(err.value)
