@@ -80,6 +80,18 @@ def register(profile_app: typer.Typer) -> None:
                                                "or path): its draft tables price drafting unless "
                                                "--draft-time-from is given, and its values of the "
                                                "family's parameters are the fit's priors."),
+        split_prior: Optional[str] = typer.Option(None, "--split-prior", help="A published GPU "
+                                                  "step model (shipped: specdecode-bench-llama31-8b-h100, "
+                                                  "or a .cost.yaml file) whose per-request / per-token "
+                                                  "cost split at the observations' mean context centres "
+                                                  "priors on per_request_s and per_token_s: the fit runs "
+                                                  "once with per_request_s at 0, then again with the "
+                                                  "priors, so its draws (and the intervals of sweep, "
+                                                  "plan, recommend) carry the split that one verify "
+                                                  "width cannot show. Needs --fix per_context_token_s; "
+                                                  "not with --roofline."),
+        split_spread: float = typer.Option(1.0, "--split-spread", help="Log-normal spread of the "
+                                           "--split-prior priors (1.0: x/÷ 2.7)."),
         prior_spread: float = typer.Option(0.5, "--prior-spread", help="Log-normal spread of each "
                                            "--roofline prior (0.5: x/÷ 1.65); the reported spread "
                                            "covers it."),
@@ -143,6 +155,19 @@ def register(profile_app: typer.Typer) -> None:
         check_physical(points, gpus)
         if prior_spread <= 0:
             raise InputError(f"must be > 0, got {prior_spread}", field="prior-spread")
+        split = None
+        if split_prior:
+            from ..published.cost_models import resolve_cost_model
+            from ..sweep.split_prior import SplitPrior
+
+            if roofline:
+                raise InputError("give --roofline or --split-prior, not both (the roofline's priors "
+                                 "already split the cost)", field="split-prior")
+            if split_spread <= 0:
+                raise InputError(f"must be > 0, got {split_spread}", field="split-spread")
+            cm = resolve_cost_model(split_prior, field="split-prior")
+            split = SplitPrior(cm.target["c_kv"] / cm.target["c_compute"], split_spread,
+                               f"{cm.name}'s c_kv x context / c_compute, {cm.source['url']}")
         roof = load_hw_profile(roofline) if roofline else None
         values = family_values_of(fam, roof) if roof else {}
         fam = with_prior_freed(fam, values, _fixed(fix))
@@ -158,24 +183,35 @@ def register(profile_app: typer.Typer) -> None:
                         requests_per_user=requests_per_user, rounds=rounds, bootstrap=bootstrap,
                         obs_error=obs_error, seed=seed, priors=priors, prior_spread=prior_spread)
         cal = Calibration(points, cfg)
+        if split is not None:
+            from ..sweep.split_prior import check_split_family
+
+            check_split_family(cal)
         console = Console(stderr=True)
         console.print(drafts.describe())
         if priors:
             console.print(f"priors from {roof.name}: " + ", ".join(f"{k} = {v:.4g}" for k, v in priors.items())
                           + f" (spread x/÷ {np.exp(prior_spread):.2f})")
         groups = len({(p.policy, p.acceptance) for p in cal.loads})
-        total = len(cal.loads) * (rounds + 1) + groups * frontier_points
+        total = len(cal.loads) * (rounds + 1) * (2 if split else 1) + groups * frontier_points
+        split_note = ""
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("simulating", total=total)
             advance = lambda label: bar.advance(task)  # noqa: E731
             result = cal.fit(advance)
+            if split is not None:
+                from ..sweep.split_prior import refit_with_split
+
+                cal, result, split_note = refit_with_split(cal, result, split, advance)
             curves = fitted_frontiers(cal, result, frontier_points, advance) if cal.loads else {}
+        if split_note:
+            console.print(split_note)
         prof = result.profile
         prof.device, prof.model = device, model
         prof.extra = {"notes": (note + " " if note else "") +
                       "Fitted by `dspark-sim profile fit`: the step curve under which the simulator "
                       "reproduces the observations (fit.residuals). "
-                      + drafts.describe() + ".",
+                      + drafts.describe() + "." + (" " + split_note if split_note else ""),
                       "fit": fit_block(result, cal, [str(p) for p in observations])}
         HardwareProfile.from_dict(prof.to_dict(), file=out)   # what the loader would say, before writing
         report = report_markdown(result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import InputError
 from ..fileio import read_yaml
 from ..profiles.validate import FieldChecker
 from .cases import CASES_DIR
@@ -61,6 +62,16 @@ def load_cost_model(path: str | Path) -> CostModel:
 
 def shipped_cost_models() -> list[Path]:
     return sorted(CASES_DIR.glob("*.cost.yaml"))
+
+
+def resolve_cost_model(name: str, field: str = "cost-model") -> CostModel:
+    """A shipped cost model by name (file stem without .cost.yaml) or a cost-model file."""
+    shipped = {p.name[:-len(".cost.yaml")]: p for p in shipped_cost_models()}
+    path = shipped.get(name) or Path(name)
+    if not path.exists():
+        raise InputError(f"unknown published cost model {name!r}; shipped: {', '.join(shipped)} "
+                         "(or a .cost.yaml file)", field=field)
+    return load_cost_model(path)
 
 
 def compare(cm: CostModel) -> list[dict]:

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 
 from ..errors import InputError
 from ..hardware.curve_family import family_from_dict, family_values_of, with_prior_freed
@@ -38,6 +37,8 @@ from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
 from ..hardware.observations import LoadPoint, check_physical
 from ..profiles.cudagraph import CudaGraph
 from ..sweep.calibrate import Calibration, FitConfig, FitResult, simulate_load
+from ..sweep.split_prior import SplitPrior, refit_with_split, user_tokens_and_context
+from ..sweep.split_prior import interval_draws as split_interval_draws
 from .cases import CASES_DIR, Arm, Case
 from .cost_models import load_cost_model
 
@@ -78,33 +79,16 @@ def verify_width(arm: Arm) -> int:
     return 1 + (arm.acceptance.gamma if arm.acceptance else 0)
 
 
-def split_centres(case: Case, params: dict[str, float]) -> tuple[dict[str, float], float, float]:
-    """The split prior's centres for per_token_s and per_request_s (the cost per added user kept
-    at the held fit's), the per-request / per-token ratio and the context it was taken at."""
-    spec = case.fit["split_prior"]
+def case_split(case: Case) -> SplitPrior | None:
+    """The case's `fit.split_prior` as the fit takes it (its published cost model's c_kv /
+    c_compute, its spread, where the choice came from)."""
+    spec = case.fit.get("split_prior")
+    if not spec:
+        return None
     cm = load_cost_model(CASES_DIR / f"{spec['cost_model']}.cost.yaml")
-    ctx = case.prompt_tokens.values[0] + case.output_tokens.values[0] / 2.0
-    ratio = cm.target["c_kv"] * ctx / cm.target["c_compute"]
-    tokens = _tokens_per_user_step(case)
-    per_token = (tokens * params["per_token_s"] + params["per_request_s"]) / (tokens + ratio)
-    return {"per_token_s": per_token, "per_request_s": ratio * per_token}, ratio, ctx
-
-
-def _tokens_per_user_step(case: Case) -> float:
-    """Tokens a user adds to the baseline arm's iteration: its verify width, plus (local
-    prefill) its prompt spread over the iterations that generate its output."""
-    base = case.arm(case.baseline)
-    tokens = float(verify_width(base))
-    if case.prefill == "local":
-        tau = base.acceptance.for_task("default").mean_tau(base.acceptance.gamma) if base.acceptance else 1.0
-        tokens += case.prompt_tokens.values[0] * tau / max(case.output_tokens.values[0], 1.0)
-    return tokens
-
-
-def request_share(case: Case, params: dict[str, float]) -> float:
-    """Share of the baseline arm's cost per added user that is per-request cost."""
-    total = _tokens_per_user_step(case) * params["per_token_s"] + params["per_request_s"]
-    return params["per_request_s"] / total if total > 0 else 0.0
+    return SplitPrior(cm.target["c_kv"] / cm.target["c_compute"], spec["spread"],
+                      f"{spec['basis']}: {spec['how']}; the ratio is {spec['cost_model']}'s c_kv x "
+                      f"context / c_compute")
 
 
 def fit_config(case: Case, effort: dict) -> FitConfig:
@@ -174,10 +158,11 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             result = Calibration(points, cfg).fit(progress)
             note = "the roofline family's flat part (weight_s) was not identified: every load lies " \
                    "above its knee, so weight_s = 0 (floor + per-token, linear). "
-        split_note, draws = "", []
-        if case.fit.get("split_prior"):
-            result, cfg, split_note = _refit_with_split(case, points, cfg, result, progress)
-            draws = _interval_draws(case, result, interval_draws)
+        split_note, draws, split = "", [], case_split(case)
+        if split is not None:
+            cal, result, split_note = refit_with_split(Calibration(points, cfg), result, split, progress)
+            cfg = cal.cfg
+            draws = split_interval_draws(result, user_tokens_and_context(cal)[0], interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
             _add_intervals(case, rows, _interval_profiles(case, points, cfg, draws), cfg, paths, progress)
@@ -194,37 +179,6 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
                  + (f" (range {case.eager_range[0] * 1e3:.3g}..{case.eager_range[1] * 1e3:.3g} ms, spanned "
                     f"by the interval)" if case.eager_range else "") + f" ({case.cudagraph_note}). ")
     return CaseResult(case, result, note + cfg.draft_costs.describe(), rows, split_note)
-
-
-def _refit_with_split(case: Case, points: list[LoadPoint], cfg: FitConfig, held: FitResult,
-                      progress: Callable[[str], None] | None) -> tuple[FitResult, FitConfig, str]:
-    """The fit again, per_request_s freed, with the split prior on it and on per_token_s."""
-    spec = case.fit["split_prior"]
-    centres, ratio, ctx = split_centres(case, held.params)
-    fam = with_prior_freed(cfg.family, centres, {})
-    cfg = replace(cfg, family=fam, priors=centres, prior_spread=spec["spread"])
-    result = Calibration(points, cfg).fit(progress)
-    shares = [request_share(case, d) for d in result.draws]
-    note = (f"Split prior ({spec['basis']}: {spec['how']}): per-request / per-token cost = "
-            f"{ratio:.2f} ({spec['cost_model']}'s c_kv x {ctx:g} context tokens / c_compute), "
-            f"centres per_token_s = {centres['per_token_s']:.4g}, per_request_s = "
-            f"{centres['per_request_s']:.4g}, log-normal spread {spec['spread']:g}. With the "
-            f"per-request cost held at 0 the fit gave per_token_s = {held.params['per_token_s']:.4g}. "
-            f"Per-request share of the cost per added user: fitted "
-            f"{request_share(case, result.params):.0%}, "
-            + (f"over the {len(shares)} draws {np.percentile(shares, 10):.0%}.."
-               f"{np.percentile(shares, 90):.0%} (p10..p90)." if shares else "no bootstrap draws (no interval)."))
-    return result, cfg, note
-
-
-def _interval_draws(case: Case, result: FitResult, n: int) -> list[dict[str, float]]:
-    """The fit's draws at evenly spaced quantiles (0.1 .. 0.9) of the per-request share."""
-    if n < 1 or not result.draws:
-        return []
-    order = np.argsort([request_share(case, d) for d in result.draws], kind="stable")
-    qs = np.linspace(0.1, 0.9, n) if n > 1 else np.array([0.5])
-    picks = dict.fromkeys(int(order[int(round(q * (len(order) - 1)))]) for q in qs)
-    return [result.draws[i] for i in picks]
 
 
 def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],

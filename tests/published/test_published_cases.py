@@ -122,17 +122,20 @@ def test_split_prior_is_checked_by_the_loader(tmp_path, edit, field):
     assert field in str(err.value) and err.value.line
 
 
-def test_split_centres_keep_the_cost_per_request_and_take_the_published_ratio():
-    from dspark_sim.published.predict import split_centres
+def test_split_centres_keep_the_cost_per_added_user_and_take_the_published_ratio():
+    from dspark_sim.published.predict import case_split
+    from dspark_sim.sweep.split_prior import request_share, split_centres
 
     case = load_case(shipped_cases()["dspark-paper-v4-flash-fig8"])     # MTP-1: 2 tokens per request
+    split = case_split(case)
+    assert split.ratio_per_context_token == pytest.approx(3.92645679e-08 / 2.10103129e-05)
     held = {"per_token_s": 3e-5, "per_request_s": 0.0}
-    centres, ratio, ctx = split_centres(case, held)
-    assert ctx == 1000 + 400 / 2
+    ctx = 1000 + 400 / 2
+    centres, ratio = split_centres(split, 2.0, ctx, held)   # disaggregated prefill: 2 tokens a user
     assert ratio == pytest.approx(3.92645679e-08 * ctx / 2.10103129e-05)
-    # disaggregated prefill: a user adds its 2 verify tokens per iteration, nothing else
     assert 2 * centres["per_token_s"] + centres["per_request_s"] == pytest.approx(2 * 3e-5)
     assert centres["per_request_s"] / centres["per_token_s"] == pytest.approx(ratio)
+    assert request_share(centres, 2.0) == pytest.approx(ratio / (2 + ratio))
 
 
 def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
@@ -140,8 +143,9 @@ def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
     per-token split at the prior's centre): the fit to the baseline arm alone predicts the
     speculative arms' gains closely and each lies inside its row's interval."""
     from dspark_sim.hardware.curve_family import with_prior_freed
-    from dspark_sim.published.predict import _points, fit_config, run_case, split_centres
+    from dspark_sim.published.predict import _points, case_split, fit_config, run_case
     from dspark_sim.sweep.calibrate import simulate_load
+    from dspark_sim.sweep.split_prior import split_centres
 
     src = shipped_cases()["vllm-pr52362-dsv4-flash-mi350x"]
     data = yaml.safe_load(src.read_text())
@@ -154,7 +158,8 @@ def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
     case = load_case(path)
     effort = {"requests_per_user": 2, "rounds": 1, "bootstrap": 6, "seed": 0}
     cfg = fit_config(case, effort)
-    centres, _, _ = split_centres(case, {"per_token_s": 5e-5, "per_request_s": 0.0})
+    tokens = 1 + 250 / 512                                # no speculation, local prefill
+    centres, _ = split_centres(case_split(case), tokens, 250 + 512 / 2, {"per_token_s": 5e-5, "per_request_s": 0.0})
     truth = {"floor_s": 0.0107, "weight_s": 0.0, "per_context_token_s": 0.0, **centres}
     family = with_prior_freed(cfg.family, centres, {})          # per_request_s is not held at 0
     prof = family.profile(truth, "truth", gpus_per_replica=case.gpus)
