@@ -172,6 +172,8 @@ class CurveFamily:
             out["capture_sizes"] = list(self.capture_sizes)
         if self.family == "moe":
             out.update(experts=self.experts, top_k=self.top_k)
+        if self.freed:
+            out["freed"] = list(self.freed)
         if self.cudagraph is not None:
             out["cudagraph"] = self.cudagraph.to_dict()
         return out
@@ -208,9 +210,12 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
             raise check.fail(f"fixed.{key}", f"unknown parameter of the {name} family; one of "
                                              f"{', '.join(allowed)}")
         fixed[key] = check.number(value, f"fixed.{key}", 0.0)
+    freed = data.get("freed") or []
+    if not isinstance(freed, list) or any(k not in HELD for k in freed):
+        raise check.fail("freed", f"expected a list of held parameters ({', '.join(HELD)}), got {freed!r}")
     top = check.integer(data.get("max_batch_tokens", 8192), "max_batch_tokens", 2)
     graph = CudaGraph.from_dict(data["cudagraph"], check) if data.get("cudagraph") is not None else None
-    return CurveFamily(name, sizes, fixed, top, graph, experts=experts, top_k=top_k)
+    return CurveFamily(name, sizes, fixed, top, graph, tuple(freed), experts=experts, top_k=top_k)
 
 
 def load_family(spec: str, fixed: dict[str, float] | None = None,

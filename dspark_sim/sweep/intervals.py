@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from ..errors import InputError
-from ..hardware.curve_family import CurveFamily, family_from_dict
+from ..hardware.curve_family import HELD, CurveFamily, family_from_dict
 from ..hardware.draft_cost import DraftCosts, LayerShare
 from ..profiles.hardware import HardwareProfile
 
@@ -75,6 +75,12 @@ def fit_spread(hw: HardwareProfile, file: str | Path | None = None) -> FitSpread
     draws = fit["draws"]
     if not isinstance(draws, list) or not all(isinstance(d, dict) for d in draws):
         raise InputError("expected a list of parameter mappings", file=file, field="fit.draws")
+    # a held parameter the fit estimated after all (a prior freed it) varies with the draws;
+    # families written before `freed` was recorded say so only through the draws
+    fitted_held = tuple(k for k in HELD if k not in fam.fixed and
+                        any(isinstance(d.get(k), (int, float)) and d.get(k) > 0 for d in draws))
+    if fitted_held:
+        fam = replace(fam, freed=tuple(dict.fromkeys(fam.freed + fitted_held)))
     out = []
     for i, d in enumerate(draws):
         missing = set(fam.free) - set(d)

@@ -57,3 +57,28 @@ def test_split_prior_refuses_what_it_cannot_price(tmp_path, capsys):
     assert main(["profile", "fit", str(obs), "--out", str(tmp_path / "x.yaml"), "--split-prior", "nope",
                  "--fix", "per_context_token_s=0", *COMMON]) == 2
     assert "shipped: specdecode-bench-llama31-8b-h100" in capsys.readouterr().err
+
+
+def test_the_draws_keep_their_per_request_cost_in_the_sweep_intervals(tmp_path):
+    """A freed held parameter travels with the family into the fit block, so the profiles the
+    intervals simulate carry each draw's per_request_s (it was dropped to 0 before)."""
+    import copy
+
+    from dspark_sim.profiles.registry import load_hw_profile
+    from dspark_sim.sweep.intervals import draw_profile, fit_spread
+
+    obs, out = _obs(tmp_path), tmp_path / "fit.yaml"
+    assert main(["profile", "fit", str(obs), "--out", str(out), "--fix", "per_context_token_s=0",
+                 "--split-prior", "specdecode-bench-llama31-8b-h100", *COMMON]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["fit"]["family"]["freed"] == ["per_request_s"]
+    hw = load_hw_profile(str(out))
+    spread = fit_spread(hw, out)
+    for draw in spread.draws[:3]:
+        assert draw_profile(spread, draw, "d").per_request_s == draw["per_request_s"] > 0
+    # a fit block written before `freed` was recorded: the draws say it
+    old = copy.deepcopy(hw)
+    del old.extra["fit"]["family"]["freed"]
+    again = fit_spread(old, out)
+    assert "per_request_s" in again.family.free
+    assert draw_profile(again, again.draws[0], "d").per_request_s == again.draws[0]["per_request_s"]
