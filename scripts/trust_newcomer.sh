@@ -37,8 +37,11 @@ $DS profile fit $D/newcomer-obs.yaml --out $D/fitfree-ctx0.yaml --fix per_contex
 $DS profile fit $D/newcomer-obs.yaml --out $D/fitfree-ctxroof.yaml --fix per_context_token_s=$CTX
 # the product's answer: roofline priors, draws, intervals
 $DS profile fit $D/newcomer-obs.yaml --out $D/fit-prior.yaml --roofline $ROOF
+# without a roofline of the model: the split prior of a published GPU step model
+$DS profile fit $D/newcomer-obs.yaml --out $D/fit-split.yaml --fix per_context_token_s=0 \
+   --split-prior specdecode-bench-llama31-8b-h100 --draft-time-from $ROOF
 SW="--trace $TR --policies dspark --sla 50 --points 8 --load-range 8,256 --requests-per-user 8 --cache $D/cache --workers 2"
-for F in fit-ctx0 fit-ctxroof fit-prior; do $DS sweep $SW --hw $D/$F.yaml --out $D/sweep-$F; done
+for F in fit-ctx0 fit-ctxroof fit-prior fit-split; do $DS sweep $SW --hw $D/$F.yaml --out $D/sweep-$F; done
 for F in fitfree-ctx0 fitfree-ctxroof; do $DS sweep $SW --hw $D/$F.yaml --out $D/sweep-$F --spread-draws 0; done
 $DS plan --trace $TR --hw $D/fit-prior.yaml --policies dspark --sla 50 --requests 1000 --rate-scale 40 \
    --out $D/plan-prior-x40 --cache $D/pcache --workers 2
