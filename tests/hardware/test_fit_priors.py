@@ -108,15 +108,19 @@ def test_impossible_observation_exits_2_naming_the_point_nothing_written(tmp_pat
     assert not list(tmp_path.glob("fit*"))
 
 
-def _two_point_obs(tmp_path):
-    """Two no-speculation observations (8 and 512 users) of the known roofline curve."""
-    fam = CurveFamily("roofline", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048)
-    pts = simulated(fam, KNOWN, (8, 512))
+def obs_file(tmp_path, fam, params, loads):
+    """An observations file of no-speculation load points the simulator gives under `params`."""
     obs = tmp_path / "obs.yaml"
     _write_obs(obs, [{"policy": "ar", "concurrency": p.concurrency, "tps_user": p.tps_user,
                       "throughput_tok_s_per_gpu": p.throughput_tok_s_per_gpu, "prompt_tokens": 500,
-                      "output_tokens": 200} for p in pts])
+                      "output_tokens": 200} for p in simulated(fam, params, loads)])
     return obs
+
+
+def _two_point_obs(tmp_path):
+    """Two no-speculation observations (8 and 512 users) of the known roofline curve."""
+    fam = CurveFamily("roofline", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048)
+    return obs_file(tmp_path, fam, KNOWN, (8, 512))
 
 
 def test_fit_cli_prints_draft_source_and_records_priors(tmp_path, capsys):

@@ -5,7 +5,7 @@ import yaml
 
 from dspark_sim.cli import main
 from dspark_sim.hardware.curve_family import CurveFamily
-from test_fit_priors import _write_obs, simulated
+from test_fit_priors import obs_file
 
 KNOWN = {"floor_s": 0.004, "per_token_s": 3.0e-5, "per_request_s": 0.0, "per_context_token_s": 0.0}
 COMMON = ["--family", "linear", "--bootstrap", "12", "--rounds", "1", "--requests-per-user", "3",
@@ -13,13 +13,8 @@ COMMON = ["--family", "linear", "--bootstrap", "12", "--rounds", "1", "--request
 
 
 def _obs(tmp_path):
-    pts = simulated(CurveFamily("linear", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048),
-                    KNOWN, (4, 32, 128))
-    obs = tmp_path / "obs.yaml"
-    _write_obs(obs, [{"policy": "ar", "concurrency": p.concurrency, "tps_user": p.tps_user,
-                      "throughput_tok_s_per_gpu": p.throughput_tok_s_per_gpu, "prompt_tokens": 500,
-                      "output_tokens": 200} for p in pts])
-    return obs
+    fam = CurveFamily("linear", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048)
+    return obs_file(tmp_path, fam, KNOWN, (4, 32, 128))
 
 
 def test_split_prior_fits_both_parts_keeps_the_cost_per_user_and_reports_it(tmp_path, capsys):
