@@ -55,9 +55,14 @@ def register(profile_app: typer.Typer) -> None:
         family: str = typer.Option("linear", "--family", help="Step-time family: linear (floor + per "
                                    "token + per context token), buckets (the same, padded to "
                                    "CUDA-graph capture sizes), roofline (floor + max(weight_s, "
-                                   "per_token_s x B): flat, then compute-bound), or a family YAML file "
-                                   "(also for moe: floor + expert_s x the share of routed experts B "
-                                   "tokens touch + per_token_s x B; the file gives experts and top_k)."),
+                                   "per_token_s x B): flat, then compute-bound), moe (floor + "
+                                   "expert_s x the share of routed experts B tokens touch + "
+                                   "per_token_s x B; needs --experts and --top-k), or a family YAML file."),
+        experts: Optional[int] = typer.Option(None, "--experts", help="moe family: routed experts per "
+                                              "MoE layer (the model config's num_local_experts / "
+                                              "n_routed_experts)."),
+        top_k: Optional[int] = typer.Option(None, "--top-k", help="moe family: experts each token is "
+                                            "routed to (num_experts_per_tok)."),
         fix: str = typer.Option("", "--fix", help="Parameters held fixed, NAME=VALUE,... of floor_s, "
                                 "per_token_s, per_context_token_s, per_request_s (held at 0 unless --roofline "
                                 "gives it a prior) and weight_s for roofline, seconds."),
@@ -139,7 +144,10 @@ def register(profile_app: typer.Typer) -> None:
                              "--frontier-points >= 2", field="gpus")
         if not 0 < obs_error < 1:
             raise InputError(f"must be in (0, 1), got {obs_error}", field="obs-error")
-        fam = load_family(family, _fixed(fix), max_batch_tokens)
+        if (experts is not None or top_k is not None) and family != "moe":
+            raise InputError("--experts and --top-k belong to --family moe", field="experts")
+        routing = {k: v for k, v in (("experts", experts), ("top_k", top_k)) if v is not None}
+        fam = load_family(family, _fixed(fix), max_batch_tokens, routing)
         if capture_sizes is not None:
             from ..hardware.curve_family import family_from_dict
 

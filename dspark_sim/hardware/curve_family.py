@@ -198,7 +198,7 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
         for key in ("experts", "top_k"):
             if data.get(key) is None:
                 raise check.fail(key, "the moe family needs the model's routed experts per layer "
-                                 "(experts) and per token (top_k): give them in a family YAML file")
+                                 "(experts, --experts) and per token (top_k, --top-k)")
         experts = check.integer(check.require(data, "experts"), "experts", 2)
         top_k = check.integer(check.require(data, "top_k"), "top_k", 1)
         if top_k >= experts:
@@ -219,10 +219,11 @@ def family_from_dict(data: Any, file: str | Path | None = None, lines=None) -> C
 
 
 def load_family(spec: str, fixed: dict[str, float] | None = None,
-                max_batch_tokens: int | None = None) -> CurveFamily:
-    """A built-in family name ('linear', 'buckets') or a family YAML file, plus overrides."""
+                max_batch_tokens: int | None = None, routing: dict[str, int] | None = None) -> CurveFamily:
+    """A built-in family name ('linear', 'buckets', 'roofline', 'moe' with `routing`: experts and
+    top_k) or a family YAML file, plus overrides."""
     if spec in FAMILIES:
-        fam = family_from_dict({"family": spec})
+        fam = family_from_dict({"family": spec, **(routing or {})})
     else:
         data, lines = read_yaml(spec)
         fam = family_from_dict(data, spec, lines)

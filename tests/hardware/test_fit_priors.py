@@ -194,3 +194,22 @@ def test_moe_family_needs_its_routing(data, field):
     with pytest.raises(InputError) as err:
         family_from_dict(data)
     assert field in str(err.value)
+
+
+def test_fit_cli_takes_the_moe_routing_as_options(tmp_path, capsys):
+    fam = family_from_dict({"family": "moe", "experts": 128, "top_k": 4, "fixed": {"per_context_token_s": 0.0},
+                            "max_batch_tokens": 2048})
+    obs = obs_file(tmp_path, fam, MOE, (1, 8, 64, 512))
+    out = tmp_path / "fit.yaml"
+    common = ["--fix", "per_context_token_s=0", "--bootstrap", "4", "--rounds", "1", "--requests-per-user", "3",
+              "--frontier-points", "2", "--max-batch-tokens", "2048"]
+    assert main(["profile", "fit", str(obs), "--out", str(out), "--family", "moe", "--experts", "128",
+                 "--top-k", "4", *common]) == 0
+    family = yaml.safe_load(out.read_text())["fit"]["family"]
+    assert family["family"] == "moe" and (family["experts"], family["top_k"]) == (128, 4)
+    capsys.readouterr()
+    for args, field in ((["--family", "moe"], "experts"), (["--family", "linear", "--top-k", "4"], "experts"),
+                        (["--family", "moe", "--experts", "4", "--top-k", "4"], "top_k")):
+        bad = tmp_path / "bad.yaml"
+        assert main(["profile", "fit", str(obs), "--out", str(bad), *args, *common]) == 2
+        assert f"'{field}'" in capsys.readouterr().err and not bad.exists()
