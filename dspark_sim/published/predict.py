@@ -11,17 +11,14 @@
    a published loss (gain < 1) whether the prediction is on the same side.
 
 What a baseline arm cannot tell: at one verify width per request (no speculation; MTP-1 is two)
-the cost per token and the cost per request (attention over the request's KV, sampling,
-per-sequence kernels and bookkeeping) rise together with load, so the arm fixes their sum per
-request, not their split, and the split is what prices speculation's extra verify tokens. A case
-with `fit.split_prior` does not hold the per-request cost at 0 (the split least favourable to
-speculation): a first fit with it held gives the slope per request, and the refit takes
-log-normal priors on both parts centred on the split of a published GPU cost model at the
-case's mean context (per-request / per-token = c_kv x context / c_compute), with the case's
-stated spread. Every bootstrap draw draws those centres too, so the fit's draws carry the
-split's uncertainty; each arm is then also simulated under the draws at evenly spaced quantiles
-(10th..90th) of the split, and the row's gain interval is the range over those and the point
-estimate (the interval's width is what the baseline arm leaves open).
+the cost per token and the cost per request rise together with load, so the arm fixes the cost
+a user adds, not its split, and the split is what prices speculation's extra verify tokens. A
+case with `fit.split_prior` is refitted with priors on both parts (`sweep/split_prior.py`, the
+code `profile fit --split-prior` runs), and each arm is also simulated under the fit's draws at
+evenly spaced quantiles (10th..90th) of the per-request share; the row's gain interval is the
+range over those and the point estimate (with the case's `eager_range`, the low end also takes
+the highest eager cost and the high end the lowest). Its width is what the baseline arm leaves
+open, not the acceptance or the drafter's cost.
 """
 from __future__ import annotations
 
@@ -29,7 +26,6 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
-
 
 from ..errors import InputError
 from ..hardware.curve_family import family_from_dict, family_values_of, with_prior_freed
