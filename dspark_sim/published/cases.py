@@ -187,9 +187,10 @@ def _split_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
     prior's centre, the prior's log-normal spread, and where that choice came from."""
     spec = check.mapping(spec, "fit.split_prior")
     name = _text(check, spec, "cost_model", "fit.split_prior")
-    if not (CASES_DIR / f"{name}.cost.yaml").exists():
-        known = ", ".join(p.name[:-len(".cost.yaml")] for p in sorted(CASES_DIR.glob("*.cost.yaml")))
-        raise check.fail("fit.split_prior.cost_model", f"no shipped cost model {name!r} (shipped: {known})")
+    shipped = shipped_cost_model_paths()
+    if name not in shipped:
+        raise check.fail("fit.split_prior.cost_model",
+                         f"no shipped cost model {name!r} (shipped: {', '.join(shipped)})")
     spread = check.number(check.require(spec, "spread", "fit.split_prior"), "fit.split_prior.spread",
                           0.0, exclusive=True)
     return {"cost_model": name, "spread": spread, "basis": _basis(check, spec, "fit.split_prior"),
@@ -328,6 +329,12 @@ def load_case(path: str | Path) -> Case:
 def shipped_cases() -> dict[str, Path]:
     """Case name (file stem) -> path of every shipped case."""
     return {p.name[:-len(".case.yaml")]: p for p in sorted(CASES_DIR.glob("*.case.yaml"))}
+
+
+def shipped_cost_model_paths() -> dict[str, Path]:
+    """Name (file stem) -> path of every shipped published cost model (*.cost.yaml, beside the
+    cases; read by published/cost_models.py)."""
+    return {p.name[:-len(".cost.yaml")]: p for p in sorted(CASES_DIR.glob("*.cost.yaml"))}
 
 
 def resolve_cases(names: list[str]) -> list[Case]:

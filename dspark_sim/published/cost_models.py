@@ -9,7 +9,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..fileio import read_yaml
 from ..profiles.validate import FieldChecker
-from .cases import CASES_DIR
+from .cases import shipped_cost_model_paths
 
 COST_SCHEMA = "dspark-sim/published-cost-model/v1"
 _TARGET = ("c_kv", "c_compute", "c_fixed", "overhead_per_step")
@@ -61,12 +61,12 @@ def load_cost_model(path: str | Path) -> CostModel:
 
 
 def shipped_cost_models() -> list[Path]:
-    return sorted(CASES_DIR.glob("*.cost.yaml"))
+    return list(shipped_cost_model_paths().values())
 
 
 def resolve_cost_model(name: str, field: str = "cost-model") -> CostModel:
     """A shipped cost model by name (file stem without .cost.yaml) or a cost-model file."""
-    shipped = {p.name[:-len(".cost.yaml")]: p for p in shipped_cost_models()}
+    shipped = shipped_cost_model_paths()
     path = shipped.get(name) or Path(name)
     if not path.exists():
         raise InputError(f"unknown published cost model {name!r}; shipped: {', '.join(shipped)} "

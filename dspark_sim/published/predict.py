@@ -32,11 +32,11 @@ from ..hardware.curve_family import family_from_dict, family_values_of, with_pri
 from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
 from ..hardware.observations import LoadPoint, check_physical
 from ..profiles.cudagraph import CudaGraph
-from ..sweep.calibrate import Calibration, FitConfig, FitResult, simulate_load
+from ..sweep.calibrate import Calibration, FitConfig, FitResult, drafts_and_tau, simulate_load
 from ..sweep.split_prior import SplitPrior, refit_with_split, user_tokens_and_context
 from ..sweep.split_prior import interval_draws as split_interval_draws
-from .cases import CASES_DIR, Arm, Case
-from .cost_models import load_cost_model
+from .cases import Arm, Case
+from .cost_models import resolve_cost_model
 
 
 # How hard to work (FitConfig fields): the command's defaults; the tests use smaller ones.
@@ -64,24 +64,13 @@ def _points(case: Case, arm: Arm, acceptance: str | None) -> list[LoadPoint]:
             for c, t, u in zip(case.loads, thr, tps)]
 
 
-def verify_width(arm: Arm) -> int:
-    """Tokens an arm verifies per request per iteration at its widest (1 without speculation)."""
-    if arm.policy == "ar":
-        return 1
-    if arm.policy == "mtp1":
-        return 2
-    if arm.policy.startswith("static-"):
-        return 1 + int(arm.policy.split("-")[1])
-    return 1 + (arm.acceptance.gamma if arm.acceptance else 0)
-
-
 def case_split(case: Case) -> SplitPrior | None:
     """The case's `fit.split_prior` as the fit takes it (its published cost model's c_kv /
     c_compute, its spread, where the choice came from)."""
     spec = case.fit.get("split_prior")
     if not spec:
         return None
-    cm = load_cost_model(CASES_DIR / f"{spec['cost_model']}.cost.yaml")
+    cm = resolve_cost_model(spec["cost_model"], field="fit.split_prior.cost_model")
     return SplitPrior(cm.target["c_kv"] / cm.target["c_compute"], spec["spread"],
                       f"{spec['basis']}: {spec['how']}; the ratio is {spec['cost_model']}'s c_kv x "
                       f"context / c_compute")
@@ -187,16 +176,16 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
     rows = []
     for arm in case.arms:
         pub = case.per_gpu(arm)
-        for j, users in enumerate(case.loads):
+        points = _points(case, arm, paths.get(arm.name))
+        verify = 1 + drafts_and_tau(points[0])[0]       # tokens per request at the widest verify
+        for j, (users, obs) in enumerate(zip(case.loads, points)):
             if arm.name == base.name:
                 pred, budget = base_sim[users], base_budget[users]
             else:
-                obs = _points(case, arm, paths.get(arm.name))[j]
                 sim = simulate_load(result.profile, obs, users, cfg)
                 pred, budget = sim.throughput_tok_s_per_gpu, sim.verify_tokens
                 if progress:
                     progress(f"{arm.name} @ {users}")
-            verify = verify_width(arm)
             pub_gain, pred_gain = pub[j] / base_pub[j], pred / base_sim[users]
             rows.append({
                 "case": case.name, "arm": arm.name, "label": arm.label, "policy": arm.policy,
@@ -240,8 +229,7 @@ def _add_intervals(case: Case, rows: list[dict], profiles: list, cfg: FitConfig,
     for prof in profiles:
         sims = {}
         for arm in case.arms:
-            for j, users in enumerate(case.loads):
-                obs = _points(case, arm, paths.get(arm.name))[j]
+            for users, obs in zip(case.loads, _points(case, arm, paths.get(arm.name))):
                 sims[arm.name, users] = simulate_load(prof, obs, users, cfg).throughput_tok_s_per_gpu
                 if progress:
                     progress(f"{arm.name} @ {users} (draw)")
