@@ -36,7 +36,9 @@ Every group of numbers carries a `basis`: `published` (as printed), `read` (read
 `assumed` (not published; `how` says why this value). An arm's acceptance is `position_accept`
 (conditional per position), `position_rates` (unconditional, vLLM's per-position metric) or
 `accept_length` (mean tokens per verify step at gamma drafts; a flat per-position rate is solved
-from it), plus gamma, drafter_kind, basis, how, source. Numbers stay as published: the loader
+from it), plus gamma, drafter_kind, basis, how, source; and optionally `range: {low, high}`, each
+one of the three forms with its own basis, how and source: the bounds the sources allow, which
+the gain interval spans (published/case_acceptance.py). Numbers stay as published: the loader
 derives per-GPU throughput and, where none is published, tok/s/user = throughput x GPUs / users
 (Little's law, decode-only), and says so.
 """
@@ -50,13 +52,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..fileio import read_yaml
-from ..profiles.acceptance import AcceptanceProfile, TaskAcceptance
+from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.cudagraph import CudaGraph
 from ..profiles.validate import FieldChecker
 from ..sim.speculation.registry import check_policy_name
+from .case_acceptance import ArmAcceptance, arm_acceptance
+from .provenance import basis as _basis, text as _text
 
 CASE_SCHEMA = "dspark-sim/published-case/v1"
-BASES = ("published", "read", "derived", "assumed")
 CASES_DIR = Path(__file__).resolve().parent.parent / "data" / "published_cases"
 _SETUP_REQUIRED = ("model", "hardware", "engine", "dataset", "load")
 
@@ -82,6 +85,7 @@ class Arm:
     tps_user: Numbers | None = None
     acceptance: AcceptanceProfile | None = None
     acceptance_note: dict[str, str] = field(default_factory=dict)
+    acceptance_range: ArmAcceptance | None = None     # sourced bounds (low, high), when given
     budget: Numbers | None = None
 
 
@@ -134,54 +138,6 @@ def _numbers(check: FieldChecker, spec: Any, key: str, count: int | None = None)
     return Numbers(tuple(vals), _basis(check, spec, key), _text(check, spec, "how", key))
 
 
-def _basis(check: FieldChecker, spec: dict, key: str) -> str:
-    basis = _text(check, spec, "basis", key)
-    if basis not in BASES:
-        raise check.fail(f"{key}.basis", f"must be one of {', '.join(BASES)}, got {basis!r}")
-    return basis
-
-
-def _text(check: FieldChecker, spec: dict, name: str, prefix: str) -> str:
-    value = check.require(spec, name, prefix)
-    if not isinstance(value, str) or not value.strip():
-        raise check.fail(f"{prefix}.{name}", "expected a non-empty text (provenance is required)")
-    return value.strip()
-
-
-def _acceptance(check: FieldChecker, spec: Any, key: str, case_name: str) -> tuple[AcceptanceProfile, dict]:
-    spec = check.mapping(spec, key)
-    gamma = check.integer(check.require(spec, "gamma", key), f"{key}.gamma", 1)
-    kind = _text(check, spec, "drafter_kind", key)
-    note = {"basis": _basis(check, spec, key), "how": _text(check, spec, "how", key),
-            "source": _text(check, spec, "source", key)}
-    given = [k for k in ("position_accept", "position_rates", "accept_length") if k in spec]
-    if len(given) != 1:
-        raise check.fail(key, "give exactly one of position_accept, position_rates, accept_length")
-    if given[0] == "accept_length":
-        length = check.number(spec["accept_length"], f"{key}.accept_length", 1.0, exclusive=True)
-        if length >= gamma + 1:
-            raise check.fail(f"{key}.accept_length", f"{length} is not below gamma + 1 = {gamma + 1}")
-        alpha = flat_rate(length, gamma)
-        cond = [alpha] * gamma
-        note["derived"] = f"flat per-position acceptance {alpha:.4f} solves 1 + sum_j a^j = {length:g} (j = 1..{gamma})"
-    else:
-        vals = check.number_list(spec[given[0]], f"{key}.{given[0]}", 0.0)
-        if len(vals) != gamma or any(v > 1 for v in vals):
-            raise check.fail(f"{key}.{given[0]}", f"expected {gamma} rates in [0, 1]")
-        if given[0] == "position_rates":
-            if any(b > a + 1e-12 for a, b in zip(vals, vals[1:])):
-                raise check.fail(f"{key}.position_rates", "unconditional rates must not increase")
-            cond = [vals[0]] + [b / a if a > 0 else 0.0 for a, b in zip(vals, vals[1:])]
-            note["derived"] = "conditional rates = rate_j / rate_(j-1) of the published per-position rates"
-        else:
-            cond = vals
-    prof = AcceptanceProfile(name=f"{case_name}-{key.split('.')[0]}", gamma=gamma,
-                             tasks={"default": TaskAcceptance("parametric", np.asarray(cond, dtype=float))},
-                             default_task="default", drafter_kind=kind,
-                             extra={"source": note["source"], "notes": f"{note['basis']}: {note['how']}"})
-    return prof, note
-
-
 def _split_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
     """fit.split_prior: a shipped published cost model whose per-request / per-token split is the
     prior's centre, the prior's log-normal spread, and where that choice came from."""
@@ -224,15 +180,6 @@ def _roofline_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
         except InputError as exc:
             raise check.fail(f"fit.roofline.{key}", exc.message) from None
     return out
-
-
-def flat_rate(length: float, gamma: int) -> float:
-    """The per-position acceptance a with 1 + a + a^2 + ... + a^gamma = length (bisection)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if 1 + sum(mid ** j for j in range(1, gamma + 1)) < length else (lo, mid)
-    return (lo + hi) / 2
 
 
 def load_case(path: str | Path) -> Case:
@@ -311,7 +258,9 @@ def load_case(path: str | Path) -> Case:
         if policy != "ar":
             if "acceptance" not in spec:
                 raise check.fail(f"{key}.acceptance", f"a speculative arm ({policy}) needs its acceptance")
-            arm.acceptance, arm.acceptance_note = _acceptance(check, spec["acceptance"], f"{arm_name}.acceptance", name)
+            acc = arm_acceptance(check, spec["acceptance"], f"{arm_name}.acceptance", f"{name}-{arm_name}")
+            arm.acceptance, arm.acceptance_note = acc.point, acc.note
+            arm.acceptance_range = acc if acc.low is not None else None
         arms.append(arm)
     if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
         raise check.fail("arms", "expected at least two arms with distinct names")

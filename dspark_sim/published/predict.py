@@ -16,9 +16,11 @@ a user adds, not its split, and the split is what prices speculation's extra ver
 case with `fit.split_prior` is refitted with priors on both parts (`sweep/split_prior.py`, the
 code `profile fit --split-prior` runs), and each arm is also simulated under the fit's draws at
 evenly spaced quantiles (10th..90th) of the per-request share; the row's gain interval is the
-range over those and the point estimate (with the case's `eager_range`, the low end also takes
-the highest eager cost and the high end the lowest). Its width is what the baseline arm leaves
-open, not the acceptance or the drafter's cost.
+range over those and the point estimate. Where the case gives sourced bounds, the draw least
+favourable to speculation also takes the highest eager cost (`eager_range`) and each arm's lowest
+acceptance (`acceptance.range.low`), the most favourable the lowest eager cost and the highest
+acceptance. Its width is what the baseline arm and those bounds leave open, not the drafter's
+cost.
 """
 from __future__ import annotations
 
@@ -123,11 +125,17 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
     fit's draws where the case has a split prior), and tabulate."""
     with tempfile.TemporaryDirectory(prefix="dspark-case-") as tmp:
         paths = {}
+        bounds: dict[str, dict[str, str]] = {"low": {}, "high": {}}
         for arm in case.arms:
             if arm.acceptance is not None:
                 path = Path(tmp) / f"{arm.name}.acceptance.json"
                 arm.acceptance.save(path)
                 paths[arm.name] = str(path)
+            if arm.acceptance_range is not None:
+                for side in bounds:
+                    path = Path(tmp) / f"{arm.name}.{side}.acceptance.json"
+                    getattr(arm.acceptance_range, side).save(path)
+                    bounds[side][arm.name] = str(path)
         base = case.arm(case.baseline)
         cfg = fit_config(case, effort)
         points = _points(case, base, paths.get(base.name))
@@ -150,7 +158,7 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             draws = split_interval_draws(result, user_tokens_and_context(cal)[0], interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
-            _add_intervals(case, rows, _interval_profiles(case, points, cfg, draws), cfg, paths, progress)
+            _add_intervals(case, rows, _interval_runs(case, points, cfg, draws, paths, bounds), cfg, progress)
     if cfg.priors and case.fit.get("roofline"):
         spec = case.fit["roofline"]
         note += (f"Priors from the roofline of {spec['model']} on {spec['gpu']} (TP{spec['tp']}, "
@@ -203,33 +211,36 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
     return rows
 
 
-def _interval_profiles(case: Case, points: list[LoadPoint], cfg: FitConfig,
-                       draws: list[dict[str, float]]) -> list:
-    """A profile per interval draw. With the case's eager_range, the draw least favourable to
-    speculation (lowest per-request share, first) runs with the highest eager cost and the most
-    favourable (last) with the lowest, so the range spans both unknowns; draws between keep the
-    case's eager cost."""
-    if case.eager_range is None or case.cudagraph is None or len(draws) < 2:
-        return [Calibration(points, cfg).profile(d) for d in draws]
+def _interval_runs(case: Case, points: list[LoadPoint], cfg: FitConfig, draws: list[dict[str, float]],
+                   paths: dict[str, str], bounds: dict[str, dict[str, str]]) -> list[tuple]:
+    """(profile, acceptance paths) per interval draw. The draw least favourable to speculation
+    (lowest per-request share, first) runs with the highest eager cost of the case's eager_range
+    and each arm's lowest acceptance, the most favourable (last) with the lowest eager cost and
+    the highest acceptance, so the range spans the unknowns together; draws between keep the
+    case's eager cost and acceptance."""
     out = []
     for i, d in enumerate(draws):
-        eager = case.eager_range[1] if i == 0 else case.eager_range[0] if i == len(draws) - 1 else None
-        graph = case.cudagraph if eager is None else \
-            CudaGraph(case.cudagraph.max_capture_size, floor_s=eager, source="given")
-        out.append(Calibration(points, replace(cfg, family=replace(cfg.family, cudagraph=graph))).profile(d))
+        side = ("low" if i == 0 else "high" if i == len(draws) - 1 else None) if len(draws) >= 2 else None
+        run_cfg = cfg
+        if side is not None and case.eager_range is not None and case.cudagraph is not None:
+            eager = case.eager_range[1] if side == "low" else case.eager_range[0]
+            graph = CudaGraph(case.cudagraph.max_capture_size, floor_s=eager, source="given")
+            run_cfg = replace(cfg, family=replace(cfg.family, cudagraph=graph))
+        acc = {**paths, **bounds[side]} if side is not None else paths
+        out.append((Calibration(points, run_cfg).profile(d), acc))
     return out
 
 
-def _add_intervals(case: Case, rows: list[dict], profiles: list, cfg: FitConfig,
-                   paths: dict[str, str], progress: Callable[[str], None] | None) -> None:
-    """Every arm at every load under each draw's profile: the rows' gain interval (the range
-    over the draws and the point estimate) and whether the published gain lies inside it."""
+def _add_intervals(case: Case, rows: list[dict], runs: list[tuple], cfg: FitConfig,
+                   progress: Callable[[str], None] | None) -> None:
+    """Every arm at every load under each draw's profile and acceptance: the rows' gain interval
+    (the range over the draws and the point estimate) and whether the published gain lies in it."""
     base = case.arm(case.baseline)
     gains: dict[tuple[str, int], list[float]] = {}
-    for prof in profiles:
+    for prof, acc in runs:
         sims = {}
         for arm in case.arms:
-            for users, obs in zip(case.loads, _points(case, arm, paths.get(arm.name))):
+            for users, obs in zip(case.loads, _points(case, arm, acc.get(arm.name))):
                 sims[arm.name, users] = simulate_load(prof, obs, users, cfg).throughput_tok_s_per_gpu
                 if progress:
                     progress(f"{arm.name} @ {users} (draw)")

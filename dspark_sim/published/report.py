@@ -30,7 +30,8 @@ def case_markdown(res: CaseResult) -> str:
             tau = arm.acceptance.for_task("default").mean_tau(arm.acceptance.gamma)
             lines.append(f"- {arm.label} ({arm.policy}): acceptance {note['basis']} -- {note['how']} "
                          f"[{note['source']}]" + (f"; {note['derived']}" if "derived" in note else "")
-                         + f"; tokens per verify at gamma = {arm.acceptance.gamma}: {tau:.2f}.")
+                         + f"; tokens per verify at gamma = {arm.acceptance.gamma}: {tau:.2f}"
+                         + _range_note(arm) + ".")
     if res.split_note:
         lines += ["", res.split_note]
     lines += ["", "| arm | load | published tok/s/GPU | predicted | throughput error | published gain | "
@@ -67,11 +68,25 @@ def case_markdown(res: CaseResult) -> str:
     return "\n".join(lines)
 
 
+def _range_note(arm) -> str:
+    """The arm's sourced acceptance bounds, which the gain interval spans."""
+    rng = arm.acceptance_range
+    if rng is None:
+        return ""
+    parts = []
+    for side in ("low", "high"):
+        prof, note = getattr(rng, side), rng.bound_notes[side]
+        tau = prof.for_task("default").mean_tau(prof.gamma)
+        parts.append(f"{side} {tau:.2f} ({note['basis']}: {note['how']} [{note['source']}])")
+        # the interval's least favourable draw takes the low bound, the most favourable the high
+    return "; range spanned by the interval: " + ", ".join(parts)
+
+
 def _interval_count(s: dict) -> str:
     if not s["cells_with_interval"]:
         return ""
-    return (f"; published gain inside the predicted interval (what the baseline arm leaves open) on "
-            f"{s['published_in_interval']} of {s['cells_with_interval']}")
+    return (f"; published gain inside the predicted interval (what the baseline arm and the sourced "
+            f"ranges leave open) on {s['published_in_interval']} of {s['cells_with_interval']}")
 
 
 def write_report(results: list[CaseResult], out: Path, meta: dict,
