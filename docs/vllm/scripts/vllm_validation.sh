@@ -8,8 +8,9 @@
 #        simulator against the vLLM runs of an earlier validate, e.g. after re-profiling or with
 #        KVSEM=blocks)
 # Settings: POLICIES (ar,static-2,static-4), REPEATS (3), TRACES (validate-burst
-# validate-concurrent azure-slice), N (20 prompts per task), OUT (runs/vllm). Summaries are copied
-# to docs/validation/vllm-<trace>/ and docs/vllm/.
+# validate-concurrent azure-slice), N (20 prompts per task), OUT (runs/vllm), HW (a profile file:
+# `profile` writes it there instead of over the shipped hw_profiles/cpu-2core-smollm2-135m-vllm.yaml
+# and `validate` simulates on it). Summaries are copied to docs/validation/vllm-<trace>/ and docs/vllm/.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 COLUMNS=${COLUMNS:-160}
@@ -29,7 +30,8 @@ case $step in
 profile)
   echo "load: $(cat /proc/loadavg)"
   $CLI profile --engine vllm --target embedded --speculative static-4 --vllm-drafter "$DRAFTER" \
-    --name cpu-2core-smollm2-135m-vllm --out hw_profiles/cpu-2core-smollm2-135m-vllm.yaml
+    --name "$(basename "${HW:-cpu-2core-smollm2-135m-vllm}" .yaml)" \
+    --out "${HW:-hw_profiles/cpu-2core-smollm2-135m-vllm.yaml}"
   ;;
 validate)
   # a production-like slice: the first 20 s of the Azure 2023 conversation trace, prompts / 8,
@@ -41,7 +43,8 @@ validate)
     src=traces/$t.jsonl; [ -f "$src" ] || src=$OUT/$t.jsonl
     echo "load: $(cat /proc/loadavg)"
     $CLI validate "$src" --engine vllm --policies "$POLICIES" --vllm-drafter "$DRAFTER" \
-      --repeats "$REPEATS" --prompts "$PROMPTS" --out "$OUT/validate-$t"
+      --repeats "$REPEATS" --prompts "$PROMPTS" ${HW:+--hw "$HW"} --out "$OUT/validate-$t"
+    [ -z "${HW:-}" ] || continue          # a profile of this machine's own: no copy into docs/
     mkdir -p "docs/validation/vllm-$t"
     cp "$OUT/validate-$t"/validation.{md,json} "$OUT/validate-$t/overlay.png" "docs/validation/vllm-$t/"
   done
