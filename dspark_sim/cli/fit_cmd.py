@@ -110,7 +110,14 @@ def register(profile_app: typer.Typer) -> None:
         max_batch_requests: Optional[int] = typer.Option(None, "--max-batch-requests",
                                                          help="Request cap per iteration [none]."),
         requests_per_user: int = typer.Option(8, "--requests-per-user", help="Closed-loop requests "
-                                              "per simulated user."),
+                                              "per simulated user, for points that do not say how "
+                                              "many requests their run measured (`requests`, or a "
+                                              "vllm bench JSON's `completed`: those replay as long "
+                                              "as the run, requests / concurrency per user, from 2 "
+                                              "to --max-requests-per-user)."),
+        max_requests_per_user: int = typer.Option(64, "--max-requests-per-user", help="Cap on the "
+                                                  "requests per user of a point replayed as long as "
+                                                  "its run."),
         rounds: int = typer.Option(3, "--rounds", help="Simulator correction rounds."),
         bootstrap: int = typer.Option(200, "--bootstrap", help="Bootstrap samples for the "
                                       "parameters' spread (0: none)."),
@@ -139,9 +146,10 @@ def register(profile_app: typer.Typer) -> None:
         from ..sweep.calibrate import Calibration, FitConfig
         from ..sweep.calibrate_report import fit_block, fitted_frontiers, frontier_plot, report_markdown
 
-        if gpus < 1 or requests_per_user < 2 or rounds < 0 or bootstrap < 0 or frontier_points < 2:
-            raise InputError("--gpus >= 1, --requests-per-user >= 2, --rounds >= 0, --bootstrap >= 0, "
-                             "--frontier-points >= 2", field="gpus")
+        if gpus < 1 or requests_per_user < 2 or rounds < 0 or bootstrap < 0 or frontier_points < 2 \
+                or max_requests_per_user < 2:
+            raise InputError("--gpus >= 1, --requests-per-user >= 2, --max-requests-per-user >= 2, "
+                             "--rounds >= 0, --bootstrap >= 0, --frontier-points >= 2", field="gpus")
         if not 0 < obs_error < 1:
             raise InputError(f"must be in (0, 1), got {obs_error}", field="obs-error")
         if (experts is not None or top_k is not None) and family != "moe":
@@ -188,8 +196,8 @@ def register(profile_app: typer.Typer) -> None:
                                     roof, parse_layer_shares(draft_layer_share))
         cfg = FitConfig(fam, name=name or out.stem, gpus=gpus, draft_costs=drafts,
                         kv_capacity_tokens=kv_capacity, max_batch_requests=max_batch_requests,
-                        requests_per_user=requests_per_user, rounds=rounds, bootstrap=bootstrap,
-                        obs_error=obs_error, seed=seed, priors=priors, prior_spread=prior_spread)
+                        requests_per_user=requests_per_user, max_requests_per_user=max_requests_per_user,
+                        rounds=rounds, bootstrap=bootstrap, obs_error=obs_error, seed=seed, priors=priors, prior_spread=prior_spread)
         cal = Calibration(points, cfg)
         if split is not None:
             from ..sweep.split_prior import check_split_family

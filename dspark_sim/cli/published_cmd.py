@@ -21,7 +21,14 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("runs/validate-published"), "--out", help="Output directory: "
                                  "table.md / table.json (error table) and CASE.png (overlay)."),
         requests_per_user: int = typer.Option(4, "--requests-per-user", help="Closed-loop requests "
-                                              "per simulated user, fit and prediction."),
+                                              "per simulated user, fit and prediction, for cases "
+                                              "that do not publish how many requests each cell ran "
+                                              "(`measured_requests`: those replay as long as the "
+                                              "published run, requests / users per user, from 2 "
+                                              "to --max-requests-per-user)."),
+        max_requests_per_user: int = typer.Option(64, "--max-requests-per-user", help="Cap on the "
+                                                  "requests per user of a case that publishes its "
+                                                  "run length."),
         rounds: int = typer.Option(2, "--rounds", help="Simulator correction rounds of the fit."),
         bootstrap: int = typer.Option(40, "--bootstrap", help="Bootstrap samples of the fit's spread."),
         seed: int = typer.Option(0, "--seed", help="Simulation and bootstrap seed."),
@@ -46,13 +53,14 @@ def register(app: typer.Typer) -> None:
             for name, path in shipped_cases().items():
                 typer.echo(f"{name}\t{path}")
             return
-        for name, value, least in (("requests-per-user", requests_per_user, 2), ("rounds", rounds, 0),
+        for name, value, least in (("requests-per-user", requests_per_user, 2),
+                                   ("max-requests-per-user", max_requests_per_user, 2), ("rounds", rounds, 0),
                                    ("bootstrap", bootstrap, 0), ("interval-draws", interval_draws, 0)):
             if value < least:
                 raise InputError(f"must be >= {least}, got {value}", field=name)
         loaded = resolve_cases(cases or [])
-        effort = {"requests_per_user": requests_per_user, "rounds": rounds, "bootstrap": bootstrap,
-                  "seed": seed}
+        effort = {"requests_per_user": requests_per_user, "max_requests_per_user": max_requests_per_user,
+                  "rounds": rounds, "bootstrap": bootstrap, "seed": seed}
         console = Console(stderr=True)
         results = []
         with Progress(console=console, transient=True) as bar:
@@ -65,7 +73,8 @@ def register(app: typer.Typer) -> None:
                                         interval_draws=interval_draws))
                 console.print(f"{case.name}: {results[-1].draft_summary}")
         meta = {"cases": [c.name for c in loaded],
-                "settings": f"requests per user {requests_per_user}, fit rounds {rounds}, "
+                "settings": f"requests per user {requests_per_user} (cases with a published run "
+                            f"length: as long as the run, at most {max_requests_per_user}), fit rounds {rounds}, "
                             f"bootstrap {bootstrap}, interval draws {interval_draws}, seed {seed}"}
         models = [] if cases else [(markdown(cm, rows), rows) for cm in map(load_cost_model, shipped_cost_models())
                                    for rows in [compare(cm)]]

@@ -12,14 +12,17 @@ Files (the reader is picked by the suffix; every error names FILE:LINE and the f
 - JSON: a `vllm bench serve --save-result` file (one per --max-concurrency): concurrency =
   `max_concurrency` (or `num_prompts` when unset), throughput = `output_throughput` / GPUs,
   tok/s/user p50 = 1000 / `median_tpot_ms` (the median of 1/TPOT is 1 / median TPOT), TTFT =
-  `median_ttft_ms`, mean lengths = total input / output tokens per completed request.
+  `median_ttft_ms`, mean lengths = total input / output tokens per completed request, requests =
+  `completed`.
 
 Load-point fields: policy (ar | mtp1 | static-K | dspark ...), acceptance (profile name or path;
 speculative policies), throughput_tok_s_per_gpu, tps_user, tps_stat (mean | p50 | pNN; default
 mean), concurrency (users of the closed loop; optional for decode-only points, where Little's
 law gives it: throughput x GPUs / tps_user), prefill (local | disaggregated; default
 disaggregated), ttft_s, prompt_tokens and output_tokens (mean lengths), trace (a trace file whose
-lengths and tasks the users send; overrides the mean lengths), label.
+lengths and tasks the users send; overrides the mean lengths), requests (how many requests the
+run measured: the simulated closed loop then runs as long as the run did, requests / concurrency
+per user, instead of `--requests-per-user`; sweep/calibrate.py `replay_requests_per_user`), label.
 Step-point fields: batch_tokens, context_tokens (default 0), seconds.
 """
 from __future__ import annotations
@@ -37,7 +40,7 @@ from ..sim.speculation.registry import check_policy_name
 OBS_SCHEMA = "dspark-sim/observations/v1"
 PREFILL = ("disaggregated", "local")
 _LOAD_NUMBERS = ("throughput_tok_s_per_gpu", "tps_user", "concurrency", "ttft_s",
-                 "prompt_tokens", "output_tokens")
+                 "prompt_tokens", "output_tokens", "requests")
 _LOAD_FIELDS = set(_LOAD_NUMBERS) | {"policy", "acceptance", "tps_stat", "prefill", "trace", "label"}
 _STEP_FIELDS = {"batch_tokens", "context_tokens", "seconds", "label"}
 
@@ -59,6 +62,7 @@ class LoadPoint:
     trace: str | None = None
     label: str = ""
     where: str = ""                  # FILE:LINE the point came from
+    requests: int | None = None      # requests the run measured (how long it ran)
 
     def users(self, gpus: int) -> int:
         """Closed-loop users: as given, else Little's law for a decode-only point."""
@@ -94,10 +98,11 @@ def _load_point(rec: dict, check: FieldChecker, prefix: str, where: str, base_di
     for key in ("throughput_tok_s_per_gpu", "tps_user"):
         if key not in nums:
             raise check.fail(f"{prefix}{key}", f"missing required field '{key}'")
-    if "concurrency" in nums:
-        if not float(nums["concurrency"]).is_integer():
-            raise check.fail(f"{prefix}concurrency", f"expected a whole number of users, got {nums['concurrency']}")
-        nums["concurrency"] = int(nums["concurrency"])
+    for key, what in (("concurrency", "users"), ("requests", "requests")):
+        if key in nums:
+            if not float(nums[key]).is_integer():
+                raise check.fail(f"{prefix}{key}", f"expected a whole number of {what}, got {nums[key]}")
+            nums[key] = int(nums[key])
     stat = str(rec.get("tps_stat") or "mean").strip().lower()
     if stat != "mean" and not (stat.startswith("p") and stat[1:].isdigit() and 0 <= int(stat[1:]) <= 100):
         raise check.fail(f"{prefix}tps_stat", f"expected mean or p0..p100, got {stat!r}")
@@ -215,7 +220,7 @@ def read_vllm_result(path: Path, policy: str, acceptance: str | None, gpus: int,
         "tps_user": 1000.0 / num("median_tpot_ms"),
         "prompt_tokens": max(1.0, num("total_input_tokens") / completed),
         "output_tokens": max(2.0, num("total_output_tokens") / completed),
-        "label": f"{path.name}",
+        "requests": int(completed), "label": f"{path.name}",
     }
     if data.get("median_ttft_ms") is not None:
         rec["ttft_s"] = num("median_ttft_ms") / 1000.0

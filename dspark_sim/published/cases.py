@@ -11,6 +11,10 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
     prompt_tokens / output_tokens: {value, basis, how}     mean lengths the simulated users send
     prefill: local | disaggregated
     loads: [C, ...]                           closed-loop users per replica (concurrency)
+    measured_requests?: {values, basis, how}  requests each cell measured (one value, or one per
+                                              load): the simulated closed loop runs as long,
+                                              requests / users per user (sweep/calibrate.py
+                                              `replay_requests_per_user`)
     throughput_unit: system | per_gpu         how the published throughput is stated
     fit: {family: linear | buckets | roofline | moe, fix: {PARAM: VALUE},
           moe?: {experts, top_k, basis, how},   the routed experts per layer and per token of
@@ -111,6 +115,14 @@ class Case:
     cudagraph: CudaGraph | None = None
     cudagraph_note: str = ""
     eager_range: tuple[float, float] | None = None   # bounds of a flat eager cost (seconds)
+    measured_requests: Numbers | None = None         # requests each cell measured
+
+    def requests_at(self, j: int) -> int | None:
+        """Requests the cell at load index j measured, if published."""
+        if self.measured_requests is None:
+            return None
+        vals = self.measured_requests.values
+        return int(vals[j] if len(vals) > 1 else vals[0])
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)
@@ -264,6 +276,15 @@ def load_case(path: str | Path) -> Case:
         arms.append(arm)
     if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
         raise check.fail("arms", "expected at least two arms with distinct names")
+    requests = None
+    if data.get("measured_requests") is not None:
+        requests = _numbers(check, data["measured_requests"], "measured_requests")
+        if len(requests.values) not in (1, len(loads)):
+            raise check.fail("measured_requests.values", f"has {len(requests.values)} values: give one, "
+                             f"or one per load ({len(loads)})")
+        for v in requests.values:
+            if not float(v).is_integer():
+                raise check.fail("measured_requests.values", f"expected whole numbers of requests, got {v:g}")
     baseline = _text(check, data, "baseline", "(document)")
     if baseline not in {a.name for a in arms}:
         raise check.fail("baseline", f"{baseline!r} is not one of the arms")
@@ -272,7 +293,8 @@ def load_case(path: str | Path) -> Case:
                 output_tokens=_numbers(check, check.require(data, "output_tokens"), "output_tokens"),
                 prefill=prefill, loads=tuple(loads), throughput_unit=unit, fit=dict(fit),
                 draft_costs=dict(drafts), baseline=baseline, arms=arms, path=str(path),
-                cudagraph=graph, cudagraph_note=graph_note, eager_range=eager_range)
+                cudagraph=graph, cudagraph_note=graph_note, eager_range=eager_range,
+                measured_requests=requests)
 
 
 def shipped_cases() -> dict[str, Path]:

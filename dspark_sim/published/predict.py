@@ -42,7 +42,8 @@ from .cost_models import resolve_cost_model
 
 
 # How hard to work (FitConfig fields): the command's defaults; the tests use smaller ones.
-DEFAULT_EFFORT = {"requests_per_user": 4, "rounds": 2, "bootstrap": 40, "seed": 0}
+DEFAULT_EFFORT = {"requests_per_user": 4, "max_requests_per_user": 64, "rounds": 2, "bootstrap": 40,
+                  "seed": 0}
 INTERVAL_DRAWS = 2      # draws simulated per case for the gain interval (quantiles 0.1 .. 0.9)
 
 
@@ -62,8 +63,9 @@ def _points(case: Case, arm: Arm, acceptance: str | None) -> list[LoadPoint]:
     return [LoadPoint(policy=arm.policy, throughput_tok_s_per_gpu=float(t), tps_user=float(u),
                       tps_stat="mean", acceptance=acceptance, concurrency=int(c), prefill=case.prefill,
                       prompt_tokens=case.prompt_tokens.values[0], output_tokens=case.output_tokens.values[0],
-                      label=f"{arm.name} @ {c}", where=f"{case.path}:{arm.name}")
-            for c, t, u in zip(case.loads, thr, tps)]
+                      label=f"{arm.name} @ {c}", where=f"{case.path}:{arm.name}",
+                      requests=case.requests_at(j))
+            for j, (c, t, u) in enumerate(zip(case.loads, thr, tps))]
 
 
 def case_split(case: Case) -> SplitPrior | None:

@@ -63,6 +63,7 @@ class FitConfig:
     kv_capacity_tokens: int | None = None
     max_batch_requests: int | None = None
     requests_per_user: int = 8
+    max_requests_per_user: int = 64             # cap on a point's own run length (its `requests`)
     rounds: int = 3
     bootstrap: int = 200
     obs_error: float = 0.05
@@ -164,6 +165,24 @@ def point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
                  task=np.full(n, task, dtype=object), name="mean-lengths")
 
 
+# A point that says how many requests its run measured is replayed as long: requests / users per
+# user, at least 2 (the closed loop's first request per user is warm-up, the rest is measured)
+# and at most FitConfig.max_requests_per_user (default 64: a concurrency-1 run of hundreds of
+# requests is steady long before that).
+MIN_REQUESTS_PER_USER = 2
+
+
+def replay_requests_per_user(obs: LoadPoint, users: int, cfg: FitConfig) -> int:
+    """Requests each simulated user sends for `obs` at `users` users: as long as the published
+    or measured run (`obs.requests` over its users, rounded, within 2..cfg.max_requests_per_user)
+    when the point says how many requests it measured, else cfg.requests_per_user. How long a
+    closed loop runs decides how far its users drift apart from their common start, and with it
+    how often prefill chunks of new requests land in the same step as a full decode batch."""
+    if not obs.requests:
+        return cfg.requests_per_user
+    return int(min(cfg.max_requests_per_user, max(MIN_REQUESTS_PER_USER, round(obs.requests / users))))
+
+
 def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitConfig,
                   acc: AcceptanceProfile | None = None) -> Simulated:
     """The simulator's closed loop of `users` users for a load point's policy, trace and prefill
@@ -174,11 +193,12 @@ def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitCon
     from ..sim.replay import replay
 
     acc = acc or (_acceptance(obs.acceptance) if obs.acceptance else None)
-    loop = ClosedLoop(users=users, requests_per_user=cfg.requests_per_user)
+    per_user = replay_requests_per_user(obs, users, cfg)
+    loop = ClosedLoop(users=users, requests_per_user=per_user)
     res = replay(point_trace(obs), obs.policy, prof, acc, seed=cfg.seed, closed_loop=loop,
                  prefill=obs.prefill)
     pt = Point(trace="", hw="", policy=obs.policy, acceptance=None, load_mode="concurrency",
-               load=float(users), requests_per_user=cfg.requests_per_user, prefill=obs.prefill)
+               load=float(users), requests_per_user=per_user, prefill=obs.prefill)
     met = measure(res.requests, pt, gpus=prof.gpus_per_replica)
     tps = met["tps_user_mean"] if obs.tps_stat == "mean" else \
         met["tps_user_percentiles"][int(obs.tps_stat[1:])]

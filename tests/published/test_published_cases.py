@@ -11,7 +11,7 @@ from dspark_sim.errors import InputError
 from dspark_sim.published.case_acceptance import flat_rate
 from dspark_sim.published.cases import load_case, shipped_cases
 
-SMALL = ["--requests-per-user", "2", "--rounds", "1", "--bootstrap", "4"]
+SMALL = ["--requests-per-user", "2", "--max-requests-per-user", "3", "--rounds", "1", "--bootstrap", "4"]
 
 
 def test_every_shipped_case_loads_with_provenance():
@@ -157,7 +157,7 @@ def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
     path = tmp_path / "known.case.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     case = load_case(path)
-    effort = {"requests_per_user": 2, "rounds": 1, "bootstrap": 6, "seed": 0}
+    effort = {"requests_per_user": 2, "max_requests_per_user": 3, "rounds": 1, "bootstrap": 6, "seed": 0}
     cfg = fit_config(case, effort)
     tokens = 1 + 250 / 512                                # no speculation, local prefill
     centres, _ = split_centres(case_split(case), tokens, 250 + 512 / 2, {"per_token_s": 5e-5, "per_request_s": 0.0})
@@ -256,3 +256,27 @@ def test_bad_effort_option_exits_2_naming_it(tmp_path, capsys, option, value):
     out = tmp_path / "out"
     assert main(["validate-published", "--out", str(out), option, value]) == 2
     assert option.lstrip("-") in capsys.readouterr().err and not out.exists()
+
+
+def test_a_case_replays_as_long_as_its_published_run(tmp_path):
+    """`measured_requests` sets each cell's requests per user (requests / users, 2..cap), the
+    loader checks it, and a case without it keeps --requests-per-user."""
+    from dspark_sim.published.predict import _points, fit_config
+    from dspark_sim.sweep.calibrate import replay_requests_per_user
+
+    case = load_case(shipped_cases()["vllm-blog-dsv4-pro-b300"])
+    cfg = fit_config(case, {"requests_per_user": 4})
+    points = _points(case, case.arm("none"), None)
+    assert [p.requests for p in points] == [240, 880, 880, 880, 880, 880]
+    assert [replay_requests_per_user(p, c, cfg) for p, c in zip(points, case.loads)] == [64, 55, 28, 14, 7, 3]
+    paper = load_case(shipped_cases()["dspark-paper-v4-flash-fig8"])
+    assert all(replay_requests_per_user(p, c, cfg) == 4
+               for p, c in zip(_points(paper, paper.arm(paper.baseline), None), paper.loads))
+    for edit, needle in ((lambda d: d.update(measured_requests={"values": [80, 80], "basis": "published", "how": "x"}),
+                          "measured_requests.values"),
+                         (lambda d: d.update(measured_requests={"value": 80.5, "basis": "published", "how": "x"}),
+                          "measured_requests.values"),
+                         (lambda d: d["measured_requests"].pop("basis"), "measured_requests.basis")):
+        with pytest.raises(InputError) as err:
+            load_case(_broken(tmp_path, edit))
+        assert needle in str(err.value) and err.value.line

@@ -100,7 +100,7 @@ def test_cli_fits_vllm_result_files_and_writes_a_loadable_profile(tmp_path, caps
     files = []
     for c in (2, 8, 32):
         p = LoadPoint("ar", 1.0, 1.0, concurrency=c, prompt_tokens=500, output_tokens=120,
-                      tps_stat="p50", prefill="local")
+                      tps_stat="p50", prefill="local", requests=40)     # replayed as long as the run
         files.append(str(_vllm_json(tmp_path / f"c{c}.json", c, simulate_load(prof, p, c, cfg), 500, 120)))
     out = tmp_path / "fit.yaml"
     rc = main(["profile", "fit", *files, "--out", str(out), "--fix", "per_context_token_s=0",
@@ -109,6 +109,7 @@ def test_cli_fits_vllm_result_files_and_writes_a_loadable_profile(tmp_path, caps
     fitted = HardwareProfile.load(out)
     assert fitted.source == "fitted"
     fit = fitted.extra["fit"]
+    assert [p.requests for p in read_observations(files)] == [40, 40, 40]   # `completed`
     for name, value in params.items():
         assert fit["parameters"][name] == pytest.approx(value, rel=0.05), name
     assert fit["max_abs_rel_error"] < 0.03
@@ -124,6 +125,8 @@ def test_cli_fits_vllm_result_files_and_writes_a_loadable_profile(tmp_path, caps
     ("bad.yaml", "schema: dspark-sim/observations/v1\npoints:\n  - {policy: mtp1, acceptance: paper-mtp1,"
                  " tps_user: 80, throughput_tok_s_per_gpu: 10000}\n  - {policy: mtp1, tps_user: 90,"
                  " throughput_tok_s_per_gpu: 900}\n", ":4", "points[1].acceptance"),
+    ("bad.csv", "policy,throughput_tok_s_per_gpu,tps_user,concurrency,requests\nar,5000,80,8,12.5\n", ":2",
+     "requests"),
     ("bad.json", json.dumps({"completed": 10, "output_throughput": 100.0, "total_input_tokens": 10,
                              "total_output_tokens": 100, "max_concurrency": 4}), "", "median_tpot_ms"),
 ])
