@@ -31,6 +31,9 @@ class TaskAcceptance:
     kind: str                                        # "parametric" | "empirical"
     position_accept: np.ndarray | None = None        # (gamma,) conditional acceptance
     requests: list[EmpiricalRequest] = field(default_factory=list)
+    # parametric only: how much a step's confidences know about its run (0: every step's
+    # confidences are the rates; sim/acceptance/sampler.py, "confidence_correlation")
+    confidence_correlation: float = 0.0
 
     def conditional_accept(self, gamma: int) -> np.ndarray:
         """P(draft k accepted | drafts 1..k-1 accepted), k = 1..gamma (measured for empirical)."""
@@ -74,6 +77,8 @@ class AcceptanceProfile:
             if t.kind == "parametric":
                 tasks[name] = {"kind": "parametric",
                                "position_accept": [float(v) for v in t.position_accept]}
+                if t.confidence_correlation:
+                    tasks[name]["confidence_correlation"] = float(t.confidence_correlation)
             else:
                 reqs = []
                 for r in t.requests:
@@ -136,7 +141,10 @@ def _task(check: FieldChecker, spec: Any, prefix: str, gamma: int) -> TaskAccept
                                f"{prefix}.position_accept", 0.0, maximum=1.0)
         if len(pa) != gamma:
             raise check.fail(f"{prefix}.position_accept", f"has {len(pa)} values, gamma is {gamma}")
-        return TaskAcceptance("parametric", position_accept=np.array(pa))
+        rho = check.number(spec.get("confidence_correlation", 0.0), f"{prefix}.confidence_correlation", 0.0)
+        if rho >= 1.0:
+            raise check.fail(f"{prefix}.confidence_correlation", f"must be in [0, 1), got {rho:g}")
+        return TaskAcceptance("parametric", position_accept=np.array(pa), confidence_correlation=rho)
     if kind != "empirical":
         raise check.fail(f"{prefix}.kind", f"must be 'parametric' or 'empirical', got {kind!r}")
     raw = check.require(spec, "requests", prefix)

@@ -3,7 +3,8 @@
     acceptance: {gamma, drafter_kind, basis, how, source,
                  position_accept: [...] | position_rates: [...] | accept_length: L,
                  range?: {low: {<one of the three>, basis, how, source},
-                          high: {<one of the three>, basis, how, source}}}
+                          high: {<one of the three>, basis, how, source}},
+                 confidence_correlation?: {value, basis, how}}
 
 `position_accept` is the conditional rate per position, `position_rates` vLLM's unconditional
 per-position metric (conditional = rate_j / rate_(j-1)), `accept_length` the mean tokens per
@@ -11,7 +12,10 @@ verify step at gamma drafts (a flat per-position rate is solved from it). A `ran
 lowest and highest acceptance the sources allow where the case's own is not published: the
 gain interval of published/predict.py spans it (the low end with the draw least favourable to
 speculation, the high end with the most favourable). Each bound must not exceed the point's
-tokens per verify at the low end, nor fall under it at the high end.
+tokens per verify at the low end, nor fall under it at the high end. `confidence_correlation`
+(rho in [0, 1), profiles/acceptance.py) says how much the drafter's per-step confidences know
+about the step's run, for the arms whose scheduler reads them (dspark, vllm-adaptive); it
+applies to the point and both bounds, and without it the confidences are the flat rates.
 """
 from __future__ import annotations
 
@@ -81,9 +85,10 @@ def _conditional(check: FieldChecker, spec: dict, key: str, gamma: int) -> tuple
             "conditional rates = rate_j / rate_(j-1) of the published per-position rates")
 
 
-def _profile(name: str, gamma: int, kind: str, cond: list[float], note: dict[str, str]) -> AcceptanceProfile:
-    return AcceptanceProfile(name=name, gamma=gamma,
-                             tasks={"default": TaskAcceptance("parametric", np.asarray(cond, dtype=float))},
+def _profile(name: str, gamma: int, kind: str, cond: list[float], note: dict[str, str],
+             rho: float = 0.0) -> AcceptanceProfile:
+    task = TaskAcceptance("parametric", np.asarray(cond, dtype=float), confidence_correlation=rho)
+    return AcceptanceProfile(name=name, gamma=gamma, tasks={"default": task},
                              default_task="default", drafter_kind=kind,
                              extra={"source": note["source"], "notes": f"{note['basis']}: {note['how']}"})
 
@@ -97,7 +102,15 @@ def arm_acceptance(check: FieldChecker, spec: Any, key: str, name: str) -> ArmAc
     cond, derived = _conditional(check, spec, key, gamma)
     if derived:
         note["derived"] = derived
-    out = ArmAcceptance(_profile(name, gamma, kind, cond, note), note)
+    rho = 0.0
+    if spec.get("confidence_correlation") is not None:
+        ckey = f"{key}.confidence_correlation"
+        cspec = check.mapping(spec["confidence_correlation"], ckey)
+        rho = check.number(check.require(cspec, "value", ckey), f"{ckey}.value", 0.0)
+        if rho >= 1.0:
+            raise check.fail(f"{ckey}.value", f"must be in [0, 1), got {rho:g}")
+        note["confidence"] = f"confidence correlation {rho:g} ({basis(check, cspec, ckey)}: {text(check, cspec, 'how', ckey)})"
+    out = ArmAcceptance(_profile(name, gamma, kind, cond, note, rho), note)
     if spec.get("range") is None:
         return out
     rng = check.mapping(spec["range"], f"{key}.range")
@@ -109,7 +122,7 @@ def arm_acceptance(check: FieldChecker, spec: Any, key: str, name: str) -> ArmAc
         bcond, bderived = _conditional(check, bspec, bkey, gamma)
         if bderived:
             bnote["derived"] = bderived
-        prof = _profile(f"{name}-{side}", gamma, kind, bcond, bnote)
+        prof = _profile(f"{name}-{side}", gamma, kind, bcond, bnote, rho)
         tau = tokens_per_verify(prof)
         if (side == "low" and tau > point_tau + 1e-9) or (side == "high" and tau < point_tau - 1e-9):
             raise check.fail(bkey, f"{tau:.3f} tokens per verify is on the wrong side of the point's "

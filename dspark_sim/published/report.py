@@ -31,7 +31,8 @@ def case_markdown(res: CaseResult) -> str:
             lines.append(f"- {arm.label} ({arm.policy}): acceptance {note['basis']} -- {note['how']} "
                          f"[{note['source']}]" + (f"; {note['derived']}" if "derived" in note else "")
                          + f"; tokens per verify at gamma = {arm.acceptance.gamma}: {tau:.2f}"
-                         + _range_note(arm) + ".")
+                         + _range_note(arm)
+                         + (f"; {note['confidence']}" if "confidence" in note else "") + ".")
     if res.split_note:
         lines += ["", res.split_note]
     lines += ["", "| arm | load | published tok/s/GPU | predicted | throughput error | published gain | "

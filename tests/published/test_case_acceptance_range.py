@@ -77,3 +77,31 @@ def test_vllm_blog_case_carries_the_posts_own_numbers():
     assert k7[-1] / none[-1] == pytest.approx(1 - 0.53, abs=0.005)        # "k=7 by 53%"
     assert k7[-1] / max(k7) == pytest.approx(1 - 0.38, abs=0.005)         # "shedding 38% of its peak"
     assert case.cudagraph.max_capture_size == 1024 and case.gpus == 8
+
+
+def test_an_arm_may_give_its_confidence_correlation(tmp_path):
+    """`acceptance.confidence_correlation` reaches the point and both bounds' profiles, with
+    its provenance in the note; a value outside [0, 1) names the field."""
+    import yaml
+
+    from dspark_sim.errors import InputError
+
+    src = shipped_cases()["dspark-paper-v4-flash-fig8"]
+    data = yaml.safe_load(src.read_text())
+    arm = next(a for a in data["arms"] if a["policy"] == "dspark-lagged")
+    arm["acceptance"]["confidence_correlation"] = {"value": 0.45, "basis": "assumed", "how": "a test"}
+    path = tmp_path / "rho.case.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    case = load_case(path)
+    got = case.arm(arm["name"])
+    profiles = [got.acceptance] + [p for p in (got.acceptance_range.low, got.acceptance_range.high) if p]
+    assert len(profiles) == 3
+    assert all(p.tasks["default"].confidence_correlation == 0.45 for p in profiles)
+    assert "confidence correlation 0.45 (assumed: a test)" in got.acceptance_note["confidence"]
+    assert case.arm(case.baseline).acceptance is None or \
+        case.arm(case.baseline).acceptance.tasks["default"].confidence_correlation == 0.0
+    arm["acceptance"]["confidence_correlation"]["value"] = 1.0
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(InputError) as err:
+        load_case(path)
+    assert "confidence_correlation.value" in str(err.value) and err.value.line

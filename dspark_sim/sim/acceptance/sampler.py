@@ -5,7 +5,13 @@ when all gamma are verified); verifying l drafts accepts min(A, l). The runs are
 of (seed, request, step) only, so every policy and both engines see the same draws.
 
 - parametric: A = #{j : U < a_j} with one uniform U per step and a_j = prod_{i<=j} alpha_i,
-  i.e. the run is drawn from the per-position conditional rates; confidences = the rates.
+  i.e. the run is drawn from the per-position conditional rates; confidences = the rates, or,
+  with a task's `confidence_correlation` rho > 0, what a calibrated confidence head that sees a
+  noisy signal of the step's run would say: with Z = Phi^-1(U) and the step's signal
+  S = rho Z + sqrt(1 - rho^2) E (E standard normal from a second uniform stream), the scheduler's
+  survival of position j is P(U < a_j | S) = Phi((Phi^-1(a_j) - rho S) / sqrt(1 - rho^2)).
+  The runs, and so the acceptance, are the same as at rho = 0 (U is not changed); only what
+  the confidences know about them is. rho = 0 gives the rates, rho -> 1 an oracle.
 - empirical: the request walks one measured request's steps in order (cycling when it needs
   more); which measured request is drawn from the seed. Confidences are the measured ones
   when the profile has them, else the task's measured conditional acceptance. A step whose
@@ -17,6 +23,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+from scipy.special import ndtr, ndtri
 
 from ...profiles.acceptance import AcceptanceProfile, TaskAcceptance
 from ..core.rules import survivals
@@ -68,19 +75,25 @@ class AcceptanceSampler:
         self.mean_survival_by_task = mean
         self._neg_surv_by_task = [-row for row in mean]
         self._neg_uniform: np.ndarray | None = None
+        rho = np.array([s.confidence_correlation if s.kind == "parametric" else 0.0 for s in specs])
+        self._rho_by_task = rho
         self.static_confidence = not any(s.kind == "empirical" and any(r.confidence is not None
                                                                        for r in s.requests)
-                                         for s in specs)
+                                         for s in specs) and not (rho > 0).any()
         kind_param = np.array([s.kind == "parametric" for s in specs])
         self._param = kind_param[self.task_index]
         # Parametric: one uniform per possible decode step (a request makes <= output - 1).
         slots = np.maximum(np.asarray(output_tokens, dtype=np.int64) - 1, 0)
         self._slots = slots
         self._offset = np.concatenate([[0], np.cumsum(slots)[:-1]]).astype(np.int64) if n else slots
+        self._signal = None        # the confidence signals' noise (a task with rho > 0)
         if self._param.any():      # drawn lazily (uniforms.py), the same values as one draw
             stream = UniformStream([seed, 0xACC], int(slots.sum()) + pad + 1)
             self._uniform = stream.whole if stream.whole is not None else stream
             rng = stream.generator_after()
+            if (rho > 0).any():
+                noise = UniformStream([seed, 0xC0F], stream.total)
+                self._signal = noise.whole if noise.whole is not None else noise
         else:
             self._uniform, rng = np.zeros(1), np.random.default_rng([seed, 0xACC])
         self._seq_blocks: dict[int, tuple[bytes, list[int]]] = {}
@@ -164,10 +177,28 @@ class AcceptanceSampler:
         return self._row_surv[rows]
 
     def survival(self, rows: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """(R, M, gamma) survivals of each request's decode steps (measured confidences)."""
+        """(R, M, gamma) survivals of each request's decode steps (measured confidences, or a
+        parametric task's confidences with its signal of the step's run)."""
         idx = self._emp_start[rows][:, None] + steps % self._emp_len[rows][:, None]
         param = self._param[rows][:, None, None]
-        return np.where(param, self._row_surv[rows][:, None, :], self._emp_surv[idx])
+        surv = self._row_surv[rows][:, None, :]
+        if self._signal is not None:
+            surv = self._signalled(rows, steps, surv)
+        return np.where(param, surv, self._emp_surv[idx])
+
+    def _signalled(self, rows: np.ndarray, steps: np.ndarray, mean: np.ndarray) -> np.ndarray:
+        """(R, M, gamma) P(U < a_j | S) for parametric steps (module docstring); rho = 0 rows
+        keep their rates."""
+        rho = self._rho_by_task[self.task_index[rows]][:, None, None]
+        slot = np.where(self._param[rows][:, None], self._offset[rows][:, None] + steps, 0)
+        eps = 1e-12
+        z = ndtri(np.clip(self._uniform[slot], eps, 1 - eps))[:, :, None]
+        noise = ndtri(np.clip(self._signal[slot], eps, 1 - eps))[:, :, None]
+        rest = np.sqrt(1.0 - rho * rho)
+        signal = rho * z + rest * noise
+        a = np.broadcast_to(mean, signal.shape[:2] + mean.shape[2:])
+        given = ndtr((ndtri(np.clip(a, eps, 1 - eps)) - rho * signal) / rest)
+        return np.where(rho > 0, given, a)
 
     def sequence(self, rid: int) -> tuple[bytes, int]:
         """A request's accepted runs as bytes and their period: step s has run seq[s % period]
