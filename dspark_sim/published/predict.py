@@ -34,7 +34,8 @@ from ..hardware.curve_family import family_from_dict, family_values_of, with_pri
 from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
 from ..hardware.observations import LoadPoint, check_physical
 from ..profiles.cudagraph import CudaGraph
-from ..sweep.calibrate import Calibration, FitConfig, FitResult, drafts_and_tau, simulate_load
+from ..sweep.calibrate import (MIN_REQUESTS_PER_USER, Calibration, FitConfig, FitResult, drafts_and_tau,
+                               simulate_load)
 from ..sweep.split_prior import SplitPrior, refit_with_split, user_tokens_and_context
 from ..sweep.split_prior import interval_draws as split_interval_draws
 from .cases import Arm, Case
@@ -205,6 +206,9 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
                 "published_gain": float(pub_gain), "predicted_gain": float(pred_gain),
                 "gain_error": float(pred_gain / pub_gain - 1),
                 "extrapolated": bool(users * verify > top * 1.0001),
+                # the published run had fewer than the replay's 2 requests per user: it never
+                # reached the steady state the replay measures
+                "short_run": bool(obs.requests is not None and obs.requests < MIN_REQUESTS_PER_USER * users),
                 "published_below_baseline": bool(pub_gain < 1),
                 "same_side": bool((pub_gain < 1) == (pred_gain < 1)),
                 "predicted_verify_tokens": float(budget),

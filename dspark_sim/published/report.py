@@ -41,6 +41,8 @@ def case_markdown(res: CaseResult) -> str:
         flags = []
         if r["extrapolated"]:
             flags.append("extrapolated")
+        if r.get("short_run"):
+            flags.append("short run")
         if r["published_below_baseline"]:
             flags.append("same side" if r["same_side"] else "WRONG SIDE")
         if "published_in_interval" in r and not r["published_in_interval"]:
