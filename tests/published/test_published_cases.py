@@ -87,6 +87,11 @@ def test_every_case_runs_and_its_table_regenerates_identically(tmp_path, capsys)
     # the cliff case: fixed K=7 below no speculation at 256 users is a published loss
     cliff = [r for r in table["rows"] if r["arm"] == "fixed-k7" and r["load"] == 256]
     assert cliff and cliff[0]["published_below_baseline"]
+    # the SGLang card ran 80 prompts: only its batch-64 cells had fewer than 2 requests per user
+    short = {(r["arm"], r["load"]) for r in table["rows"]
+             if r["case"] == "sglang-gpt-oss-120b-h100-eagle3-dflash" and r.get("short_run")}
+    assert short == {("none", 64), ("dflash", 64), ("eagle3", 64)}
+    assert not any(r.get("short_run") for r in table["rows"] if r["case"] == "vllm-blog-dsv4-pro-b300")
 
 
 def test_published_cost_model_is_compared_with_the_roofline(tmp_path):
