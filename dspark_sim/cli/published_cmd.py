@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import Progress
 
+        from ..published.budget_fit import grid_steps
         from ..published.cases import resolve_cases, shipped_cases
         from ..published.cost_models import compare, load_cost_model, markdown, shipped_cost_models
         from ..published.predict import run_case
@@ -67,7 +68,8 @@ def register(app: typer.Typer) -> None:
             for case in loaded:
                 fits = 2 if case.fit.get("split_prior") else 1
                 draws = interval_draws if fits == 2 else 0
-                n = len(case.loads) * (fits * (rounds + 1) + len(case.arms) - 1 + draws * len(case.arms))
+                n = len(case.loads) * (fits * (rounds + 1) + len(case.arms) - 1 + draws * len(case.arms)) \
+                    + grid_steps(case)
                 task = bar.add_task(case.name, total=n)
                 results.append(run_case(case, effort, lambda _label, t=task: bar.advance(t),
                                         interval_draws=interval_draws))

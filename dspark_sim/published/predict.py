@@ -38,6 +38,7 @@ from ..sweep.calibrate import (MIN_REQUESTS_PER_USER, Calibration, FitConfig, Fi
                                simulate_load)
 from ..sweep.split_prior import SplitPrior, refit_with_split, user_tokens_and_context
 from ..sweep.split_prior import interval_draws as split_interval_draws
+from .budget_fit import BudgetFit, add_budget_rows, fit_budgets
 from .cases import Arm, Case
 from .cost_models import resolve_cost_model
 
@@ -57,6 +58,7 @@ class CaseResult:
     draft_summary: str
     rows: list[dict] = field(default_factory=list)      # one per (arm, load), baseline included
     split_note: str = ""                                # the split prior and the interval's draws
+    budget_fits: list[BudgetFit] = field(default_factory=list)   # budget-informed diagnostics
 
 
 def _points(case: Case, arm: Arm, acceptance: str | None) -> list[LoadPoint]:
@@ -162,6 +164,9 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
             _add_intervals(case, rows, _interval_runs(case, points, cfg, draws, paths, bounds), cfg, progress)
+        budget_fits = fit_budgets(case, lambda arm: _points(case, arm, paths.get(arm.name)), points, result,
+                                  cfg, progress)
+        add_budget_rows(rows, budget_fits)
     if cfg.priors and case.fit.get("roofline"):
         spec = case.fit["roofline"]
         note += (f"Priors from the roofline of {spec['model']} on {spec['gpu']} (TP{spec['tp']}, "
@@ -174,7 +179,7 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
                  f"{eager * 1e3:.3g} ms"
                  + (f" (range {case.eager_range[0] * 1e3:.3g}..{case.eager_range[1] * 1e3:.3g} ms, spanned "
                     f"by the interval)" if case.eager_range else "") + f" ({case.cudagraph_note}). ")
-    return CaseResult(case, result, note + cfg.draft_costs.describe(), rows, split_note)
+    return CaseResult(case, result, note + cfg.draft_costs.describe(), rows, split_note, budget_fits)
 
 
 def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
@@ -270,4 +275,7 @@ def summary(rows: list[dict], target: float = 0.15) -> dict:
             "max_abs_gain_error": float(max((abs(r["gain_error"]) for r in spec), default=0.0)),
             "extrapolated_cells": sum(r["extrapolated"] for r in spec),
             "cells_with_interval": sum("published_in_interval" in r for r in spec),
+            "budget_informed_cells": sum("budget_informed_gain" in r for r in spec),
+            "budget_informed_within_target": sum(abs(r["budget_informed_gain_error"]) <= target
+                                                 for r in spec if "budget_informed_gain" in r),
             "published_in_interval": sum(r.get("published_in_interval", False) for r in spec)}

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..fileio import write_json_atomic, write_text_atomic
 from ..plots import new_figure, save_figure
+from .budget_fit import describe as describe_budget_fit
 from .predict import CaseResult, summary
 
 
@@ -63,6 +64,8 @@ def case_markdown(res: CaseResult) -> str:
                       + " / ".join(f"{r['predicted_verify_tokens']:.2f}" for r in rows)
                       + f" at loads {' / '.join(str(r['load']) for r in rows)} (a check of the inputs, "
                         f"not used in the prediction)."]
+    for fit in res.budget_fits:
+        lines += ["", describe_budget_fit(fit, c, res.rows)]
     s = summary(res.rows)
     lines += ["", f"Gain within 15% on {s['within_target']} of {s['speculative_cells']} speculative cells "
                   f"(worst {s['max_abs_gain_error']:.0%}); published losses predicted on the same side: "
@@ -92,6 +95,14 @@ def _interval_count(s: dict) -> str:
             f"ranges leave open) on {s['published_in_interval']} of {s['cells_with_interval']}")
 
 
+def _budget_count(s: dict) -> str:
+    if not s["budget_informed_cells"]:
+        return ""
+    return (f" Budget-informed diagnostic (the split and confidence correlation nearest each published "
+            f"verification budget; uses the speculative arm's budget, not the prediction): gain within "
+            f"15% on {s['budget_informed_within_target']} of {s['budget_informed_cells']} cells.")
+
+
 def write_report(results: list[CaseResult], out: Path, meta: dict,
                  cost_models: list[tuple[str, list[dict]]] = ()) -> list[Path]:
     """table.md, table.json and one overlay PNG per case, written atomically (`cost_models`:
@@ -104,7 +115,8 @@ def write_report(results: list[CaseResult], out: Path, meta: dict,
             f"both published; predicted: both simulated under the profile fitted to the baseline arm).",
             "", f"All cases: gain within 15% on {total['within_target']} of {total['speculative_cells']} "
                 f"speculative cells; losses on the same side {total['losses_same_side']} of "
-                f"{total['published_losses']}" + _interval_count(total) + ".", ""]
+                f"{total['published_losses']}" + _interval_count(total) + "."
+                + _budget_count(total), ""]
     written = [out / "table.md", out / "table.json"]
     write_text_atomic(written[0], "\n".join(head) + "\n" + "\n".join(case_markdown(r) for r in results)
                       + "\n" + "\n".join(md for md, _ in cost_models))
@@ -113,7 +125,12 @@ def write_report(results: list[CaseResult], out: Path, meta: dict,
                                    "fits": {r.case.name: {"parameters": r.fit.params,
                                                           "uncertainty": r.fit.uncertainty,
                                                           "observed_range": r.fit.observed_range,
-                                                          "draft_costs": r.draft_summary}
+                                                          "draft_costs": r.draft_summary,
+                                                          "budget_informed": [
+                                                              {"arm": f.arm, "share": f.share, "rho": f.rho,
+                                                               "mismatch": f.mismatch, "budgets": f.budgets,
+                                                               "fitted_share": f.fitted_share}
+                                                              for f in r.budget_fits]}
                                             for r in results}})
     for res in results:
         written.append(overlay(res, out / f"{res.case.name}.png"))

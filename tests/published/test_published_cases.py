@@ -253,6 +253,12 @@ def test_simulated_verification_budget_is_reported_beside_the_published_one(tmp_
     dspark = [r for r in rows if r["arm"] == "dspark"]
     assert all(1.0 < r["predicted_verify_tokens"] <= 6.0 for r in dspark)
     assert "verification budget" in (out / "table.md").read_text()
+    # the budget-informed diagnostic: the DSpark arm only (MTP-1's budget is flat and the baseline)
+    assert all("budget_informed_gain" in r for r in dspark)
+    assert not any("budget_informed_gain" in r for r in mtp)
+    [diag] = json.loads((out / "table.json").read_text())["fits"]["dspark-paper-v4-flash-fig8"]["budget_informed"]
+    assert diag["arm"] == "dspark" and len(diag["budgets"]) == 5
+    assert "budget-informed diagnostic" in (out / "table.md").read_text()
 
 
 @pytest.mark.parametrize("option, value", [("--interval-draws", "-1"), ("--bootstrap", "-2"),
@@ -285,3 +291,50 @@ def test_a_case_replays_as_long_as_its_published_run(tmp_path):
         with pytest.raises(InputError) as err:
             load_case(_broken(tmp_path, edit))
         assert needle in str(err.value) and err.value.line
+
+
+def test_budget_informed_grid_recovers_a_known_split_and_confidence(tmp_path):
+    """The paper's V4-Pro case rebuilt by the simulator from a known per-request share (20%) and
+    confidence correlation (0.4): the grid finds a pair whose budgets match the published ones,
+    the pair is the truth or a grid neighbour, and the gains under it are the published gains."""
+    from dspark_sim.hardware.curve_family import with_prior_freed
+    from dspark_sim.published.budget_fit import with_rho, with_share
+    from dspark_sim.published.predict import _points, fit_config, run_case
+    from dspark_sim.sweep.calibrate import simulate_load
+
+    data = yaml.safe_load(shipped_cases()["dspark-paper-v4-pro-fig8"].read_text())
+    keep = [0, 2, 3]                                   # loads 25, 100, 150
+    data["loads"] = [data["loads"][i] for i in keep]
+    for spec in data["arms"]:
+        for key in ("throughput",):
+            spec[key] = [spec[key][i] for i in keep]
+        spec["budget"]["values"] = [spec["budget"]["values"][i] for i in keep]
+        if "tps_user" in spec:
+            spec["tps_user"]["values"] = [spec["tps_user"]["values"][i] for i in keep]
+    path = tmp_path / "known.case.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    case = load_case(path)
+    effort = {"requests_per_user": 2, "max_requests_per_user": 3, "rounds": 1, "bootstrap": 4, "seed": 0}
+    cfg = fit_config(case, effort)
+    fitted = {"floor_s": 0.0276, "weight_s": 0.0, "per_token_s": 4.95e-05, "per_context_token_s": 0.0,
+              "per_request_s": 1.111e-4}
+    truth = with_share(fitted, 2.0, 0.2)               # MTP-1: two tokens per user per iteration
+    prof = with_prior_freed(cfg.family, truth, {}).profile(truth, "truth", gpus_per_replica=case.gpus)
+    cfg.draft_costs.apply(prof)
+    for spec in data["arms"]:
+        arm = case.arm(spec["name"])
+        acc = with_rho(arm.acceptance, 0.4 if arm.name == "dspark" else 0.0)
+        sims = [simulate_load(prof, obs, users, cfg, acc=acc) for obs, users in
+                zip(_points(case, arm, None), case.loads)]
+        spec["throughput"] = [round(s.throughput_tok_s_per_gpu, 3) for s in sims]
+        spec["budget"]["values"] = [round(s.verify_tokens, 4) for s in sims]
+        spec.pop("tps_user", None)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = run_case(load_case(path), effort, interval_draws=0)
+    [fit] = res.budget_fits
+    assert fit.arm == "dspark" and fit.mismatch < 0.02
+    assert abs(fit.share - 0.2) <= 0.1 + 1e-9 and abs(fit.rho - 0.4) <= 0.2 + 1e-9
+    for r in res.rows:
+        if not r["baseline"]:
+            assert abs(r["budget_informed_gain_error"]) < 0.05, r
+    assert not any("budget_informed_gain" in r for r in res.rows if r["baseline"])
