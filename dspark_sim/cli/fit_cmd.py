@@ -113,8 +113,9 @@ def register(profile_app: typer.Typer) -> None:
                                               "per simulated user, for points that do not say how "
                                               "many requests their run measured (`requests`, or a "
                                               "vllm bench JSON's `completed`: those replay as long "
-                                              "as the run, requests / concurrency per user, from 2 "
-                                              "to --max-requests-per-user)."),
+                                              "as the run, requests / concurrency per user, from 3 "
+                                              "to --max-requests-per-user; at least 3: the steady "
+                                              "window of a 2-request loop holds one request)."),
         max_requests_per_user: int = typer.Option(64, "--max-requests-per-user", help="Cap on the "
                                                   "requests per user of a point replayed as long as "
                                                   "its run."),
@@ -143,13 +144,16 @@ def register(profile_app: typer.Typer) -> None:
         from ..hardware.observations import check_physical, read_observations
         from ..profiles.hardware import HardwareProfile
         from ..profiles.registry import load_hw_profile
-        from ..sweep.calibrate import Calibration, FitConfig
+        from ..sweep.calibrate import MIN_REQUESTS_PER_USER, Calibration, FitConfig
         from ..sweep.calibrate_report import fit_block, fitted_frontiers, frontier_plot, report_markdown
 
-        if gpus < 1 or requests_per_user < 2 or rounds < 0 or bootstrap < 0 or frontier_points < 2 \
-                or max_requests_per_user < 2:
-            raise InputError("--gpus >= 1, --requests-per-user >= 2, --max-requests-per-user >= 2, "
-                             "--rounds >= 0, --bootstrap >= 0, --frontier-points >= 2", field="gpus")
+        least = MIN_REQUESTS_PER_USER
+        if gpus < 1 or requests_per_user < least or rounds < 0 or bootstrap < 0 or frontier_points < 2 \
+                or max_requests_per_user < least:
+            raise InputError(f"--gpus >= 1, --requests-per-user >= {least}, --max-requests-per-user >= "
+                             f"{least} (a closed loop's steady window needs {least}: with 2 it holds "
+                             f"one request), --rounds >= 0, --bootstrap >= 0, --frontier-points >= 2",
+                             field="gpus")
         if not 0 < obs_error < 1:
             raise InputError(f"must be in (0, 1), got {obs_error}", field="obs-error")
         if (experts is not None or top_k is not None) and family != "moe":

@@ -24,8 +24,9 @@ def register(app: typer.Typer) -> None:
                                               "per simulated user, fit and prediction, for cases "
                                               "that do not publish how many requests each cell ran "
                                               "(`measured_requests`: those replay as long as the "
-                                              "published run, requests / users per user, from 2 "
-                                              "to --max-requests-per-user)."),
+                                              "published run, requests / users per user, from 3 "
+                                              "to --max-requests-per-user; at least 3: the steady "
+                                              "window of a 2-request loop holds one request)."),
         max_requests_per_user: int = typer.Option(64, "--max-requests-per-user", help="Cap on the "
                                                   "requests per user of a case that publishes its "
                                                   "run length."),
@@ -49,13 +50,15 @@ def register(app: typer.Typer) -> None:
         from ..published.cost_models import compare, load_cost_model, markdown, shipped_cost_models
         from ..published.predict import run_case
         from ..published.report import write_report
+        from ..sweep.calibrate import MIN_REQUESTS_PER_USER
 
         if list_cases:
             for name, path in shipped_cases().items():
                 typer.echo(f"{name}\t{path}")
             return
-        for name, value, least in (("requests-per-user", requests_per_user, 2),
-                                   ("max-requests-per-user", max_requests_per_user, 2), ("rounds", rounds, 0),
+        for name, value, least in (("requests-per-user", requests_per_user, MIN_REQUESTS_PER_USER),
+                                   ("max-requests-per-user", max_requests_per_user, MIN_REQUESTS_PER_USER),
+                                   ("rounds", rounds, 0),
                                    ("bootstrap", bootstrap, 0), ("interval-draws", interval_draws, 0)):
             if value < least:
                 raise InputError(f"must be >= {least}, got {value}", field=name)

@@ -33,7 +33,10 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
                                               the sources allow (the interval spans them)
     baseline: ARM
     arms: [{name, label, policy, read, throughput: [...], tps_user?: {values, basis, how},
-            acceptance?: {...}, budget?: {values, basis, how}}]
+            acceptance?: {...}, budget?: {values, basis, how},
+            accept_length?: {loads, values, basis, how}}]  budget: tokens verified per request
+                                              per iteration; accept_length: tokens per verify
+                                              step (accepted drafts + 1), at the loads given
 
 Every group of numbers carries a `basis`: `published` (as printed), `read` (read off a figure;
 `how` says how), `derived` (computed from published numbers; `how` gives the formula) or
@@ -91,6 +94,8 @@ class Arm:
     acceptance_note: dict[str, str] = field(default_factory=dict)
     acceptance_range: ArmAcceptance | None = None     # sourced bounds (low, high), when given
     budget: Numbers | None = None
+    accept_length: dict[int, float] | None = None     # load -> published tokens per verify step
+    accept_length_note: str = ""
 
 
 @dataclass
@@ -148,6 +153,17 @@ def _numbers(check: FieldChecker, spec: Any, key: str, count: int | None = None)
     if count is not None and len(vals) != count:
         raise check.fail(f"{key}.values", f"has {len(vals)} values but the case has {count} loads")
     return Numbers(tuple(vals), _basis(check, spec, key), _text(check, spec, "how", key))
+
+
+def _at_loads(check: FieldChecker, spec: Any, key: str, loads: list[int]) -> tuple[dict[int, float], str]:
+    """{loads, values, basis, how}: numbers published at some of the case's loads."""
+    spec = check.mapping(spec, key)
+    at = check.number_list(check.require(spec, "loads", key), f"{key}.loads", 0.0, exclusive=True)
+    nums = _numbers(check, spec, key, len(at))
+    for u in at:
+        if u not in loads:
+            raise check.fail(f"{key}.loads", f"{u:g} is not one of the case's loads {loads}")
+    return {int(u): v for u, v in zip(at, nums.values)}, f"{nums.basis}: {nums.how}"
 
 
 def _split_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
@@ -267,6 +283,9 @@ def load_case(path: str | Path) -> Case:
             arm.tps_user = _numbers(check, spec["tps_user"], f"{key}.tps_user", len(loads))
         if "budget" in spec:
             arm.budget = _numbers(check, spec["budget"], f"{key}.budget", len(loads))
+        if "accept_length" in spec:
+            arm.accept_length, arm.accept_length_note = _at_loads(check, spec["accept_length"],
+                                                                  f"{key}.accept_length", loads)
         if policy != "ar":
             if "acceptance" not in spec:
                 raise check.fail(f"{key}.acceptance", f"a speculative arm ({policy}) needs its acceptance")

@@ -186,8 +186,7 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
           progress: Callable[[str], None] | None) -> list[dict]:
     base = case.arm(case.baseline)
     base_pub = case.per_gpu(base)
-    base_sim = {s.users: s.throughput_tok_s_per_gpu for s in result.simulated if s is not None}
-    base_budget = {s.users: s.verify_tokens for s in result.simulated if s is not None}
+    base_sims = {s.users: s for s in result.simulated if s is not None}
     top = result.observed_range["batch_tokens"][1]
     rows = []
     for arm in case.arms:
@@ -196,13 +195,13 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
         verify = 1 + drafts_and_tau(points[0])[0]       # tokens per request at the widest verify
         for j, (users, obs) in enumerate(zip(case.loads, points)):
             if arm.name == base.name:
-                pred, budget = base_sim[users], base_budget[users]
+                sim = base_sims[users]
             else:
                 sim = simulate_load(result.profile, obs, users, cfg)
-                pred, budget = sim.throughput_tok_s_per_gpu, sim.verify_tokens
                 if progress:
                     progress(f"{arm.name} @ {users}")
-            pub_gain, pred_gain = pub[j] / base_pub[j], pred / base_sim[users]
+            pred = sim.throughput_tok_s_per_gpu
+            pub_gain, pred_gain = pub[j] / base_pub[j], pred / base_sims[users].throughput_tok_s_per_gpu
             rows.append({
                 "case": case.name, "arm": arm.name, "label": arm.label, "policy": arm.policy,
                 "baseline": arm.name == base.name, "load": users,
@@ -211,13 +210,15 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
                 "published_gain": float(pub_gain), "predicted_gain": float(pred_gain),
                 "gain_error": float(pred_gain / pub_gain - 1),
                 "extrapolated": bool(users * verify > top * 1.0001),
-                # the published run had fewer than the replay's 2 requests per user: it never
+                # the published run had fewer than the replay's 3 requests per user: it never
                 # reached the steady state the replay measures
                 "short_run": bool(obs.requests is not None and obs.requests < MIN_REQUESTS_PER_USER * users),
                 "published_below_baseline": bool(pub_gain < 1),
                 "same_side": bool((pub_gain < 1) == (pred_gain < 1)),
-                "predicted_verify_tokens": float(budget),
+                "predicted_verify_tokens": float(sim.verify_tokens),
                 "published_verify_tokens": float(arm.budget.values[j]) if arm.budget else None,
+                "predicted_accept_length": float(sim.accept_length),
+                "published_accept_length": (arm.accept_length or {}).get(users),
             })
     return rows
 

@@ -64,6 +64,15 @@ def case_markdown(res: CaseResult) -> str:
                       + " / ".join(f"{r['predicted_verify_tokens']:.2f}" for r in rows)
                       + f" at loads {' / '.join(str(r['load']) for r in rows)} (a check of the inputs, "
                         f"not used in the prediction)."]
+    for arm in c.arms:
+        rows = [r for r in res.rows if r["arm"] == arm.name and r["published_accept_length"] is not None]
+        if rows:
+            lines += ["", f"{arm.label}: accepted length (tokens per verify step, the bonus included; "
+                          f"{arm.accept_length_note}) published "
+                      + " / ".join(f"{r['published_accept_length']:.2f}" for r in rows) + ", simulated "
+                      + " / ".join(f"{r['predicted_accept_length']:.2f}" for r in rows)
+                      + f" at loads {' / '.join(str(r['load']) for r in rows)} (a check of the inputs and "
+                        f"of the policy's budget, not used in the prediction)."]
     for fit in res.budget_fits:
         lines += ["", describe_budget_fit(fit, c, res.rows)]
     s = summary(res.rows)

@@ -88,6 +88,7 @@ class Simulated:
     throughput_tok_s_per_gpu: float
     ttft_s: float
     verify_tokens: float = 1.0          # tokens verified per request per iteration, bonus included
+    accept_length: float = 1.0          # tokens per verify step (accepted drafts + 1)
 
 
 @dataclass
@@ -166,15 +167,18 @@ def point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
 
 
 # A point that says how many requests its run measured is replayed as long: requests / users per
-# user, at least 2 (the closed loop's first request per user is warm-up, the rest is measured)
-# and at most FitConfig.max_requests_per_user (default 64: a concurrency-1 run of hundreds of
-# requests is steady long before that).
-MIN_REQUESTS_PER_USER = 2
+# user, at least 3 and at most FitConfig.max_requests_per_user (default 64: a concurrency-1 run
+# of hundreds of requests is steady long before that). At least 3 because the closed loop's
+# steady window (sweep/point.py `steady_mask`: each user's first request is warm-up, and the
+# window ends when the first user is done) holds a single request, the earliest to finish and
+# so the luckiest, when each user sends 2: at the SGLang card's batch 64 (80 prompts) the
+# simulated accepted length was 2.62-2.66 against the 2.42-2.46 its acceptance input gives.
+MIN_REQUESTS_PER_USER = 3
 
 
 def replay_requests_per_user(obs: LoadPoint, users: int, cfg: FitConfig) -> int:
     """Requests each simulated user sends for `obs` at `users` users: as long as the published
-    or measured run (`obs.requests` over its users, rounded, within 2..cfg.max_requests_per_user)
+    or measured run (`obs.requests` over its users, rounded, within 3..cfg.max_requests_per_user)
     when the point says how many requests it measured, else cfg.requests_per_user. How long a
     closed loop runs decides how far its users drift apart from their common start, and with it
     how often prefill chunks of new requests land in the same step as a full decode batch."""
@@ -203,7 +207,7 @@ def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitCon
     tps = met["tps_user_mean"] if obs.tps_stat == "mean" else \
         met["tps_user_percentiles"][int(obs.tps_stat[1:])]
     return Simulated(users, float(tps), float(met["throughput_tok_s_per_gpu"]),
-                     float(met["ttft_p50_s"]), float(met["verify_tokens"]))
+                     float(met["ttft_p50_s"]), float(met["verify_tokens"]), float(met["mean_tau"]))
 
 
 class Calibration:

@@ -7,7 +7,7 @@ from dspark_sim.errors import InputError
 from dspark_sim.published.case_acceptance import tokens_per_verify
 from dspark_sim.published.cases import load_case, shipped_cases
 
-EFFORT = {"requests_per_user": 2, "rounds": 1, "bootstrap": 6, "seed": 0}
+EFFORT = {"requests_per_user": 3, "rounds": 1, "bootstrap": 6, "seed": 0}
 
 
 def _v4_flash(tmp_path, edit=None, loads=None):

@@ -11,7 +11,7 @@ from dspark_sim.errors import InputError
 from dspark_sim.published.case_acceptance import flat_rate
 from dspark_sim.published.cases import load_case, shipped_cases
 
-SMALL = ["--requests-per-user", "2", "--max-requests-per-user", "3", "--rounds", "1", "--bootstrap", "4"]
+SMALL = ["--requests-per-user", "3", "--max-requests-per-user", "3", "--rounds", "1", "--bootstrap", "4"]
 
 
 def test_every_shipped_case_loads_with_provenance():
@@ -54,6 +54,9 @@ def _broken(tmp_path, edit):
     (lambda d: d["arms"][2]["acceptance"].update(basis="guessed"), "eagle3.acceptance.basis"),
     (lambda d: d["output_tokens"].pop("how"), "output_tokens.how"),
     (lambda d: d["arms"][0].update(throughput=[1, 2]), "arms[0].throughput"),
+    (lambda d: d["arms"][2]["accept_length"].update(loads=[1, 8, 32]), "arms[2].accept_length.loads"),
+    (lambda d: d["arms"][2]["accept_length"].update(values=[2.41, 2.41]), "arms[2].accept_length.values"),
+    (lambda d: d["arms"][1]["accept_length"].pop("how"), "arms[1].accept_length.how"),
 ])
 def test_missing_provenance_names_file_line_and_field(tmp_path, edit, field):
     path = _broken(tmp_path, edit)
@@ -87,11 +90,21 @@ def test_every_case_runs_and_its_table_regenerates_identically(tmp_path, capsys)
     # the cliff case: fixed K=7 below no speculation at 256 users is a published loss
     cliff = [r for r in table["rows"] if r["arm"] == "fixed-k7" and r["load"] == 256]
     assert cliff and cliff[0]["published_below_baseline"]
-    # the SGLang card ran 80 prompts: only its batch-64 cells had fewer than 2 requests per user
+    # the SGLang card ran 80 prompts: only its batch-64 cells had fewer than 3 requests per user
     short = {(r["arm"], r["load"]) for r in table["rows"]
              if r["case"] == "sglang-gpt-oss-120b-h100-eagle3-dflash" and r.get("short_run")}
     assert short == {("none", 64), ("dflash", 64), ("eagle3", 64)}
     assert not any(r.get("short_run") for r in table["rows"] if r["case"] == "vllm-blog-dsv4-pro-b300")
+    # the card's accepted lengths: a static policy verifies every draft, so the simulated length is
+    # the acceptance input's (their mean) at every batch, 64 included, where a 2-request closed
+    # loop's steady window held one request, the luckiest (2.62-2.66)
+    checked = [r for r in table["rows"] if r["published_accept_length"] is not None]
+    assert {(r["case"], r["arm"]) for r in checked} >= {("sglang-gpt-oss-120b-h100-eagle3-dflash", "eagle3"),
+                                                         ("sglang-gpt-oss-120b-h100-eagle3-dflash", "dflash")}
+    for r in checked:
+        if r["case"].startswith("sglang"):
+            assert abs(r["predicted_accept_length"] - r["published_accept_length"]) < 0.1, r
+    assert "accepted length" in (first / "table.md").read_text()
 
 
 def test_published_cost_model_is_compared_with_the_roofline(tmp_path):
@@ -162,7 +175,7 @@ def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
     path = tmp_path / "known.case.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     case = load_case(path)
-    effort = {"requests_per_user": 2, "max_requests_per_user": 3, "rounds": 1, "bootstrap": 6, "seed": 0}
+    effort = {"requests_per_user": 3, "max_requests_per_user": 3, "rounds": 1, "bootstrap": 6, "seed": 0}
     cfg = fit_config(case, effort)
     tokens = 1 + 250 / 512                                # no speculation, local prefill
     centres, _ = split_centres(case_split(case), tokens, 250 + 512 / 2, {"per_token_s": 5e-5, "per_request_s": 0.0})
@@ -206,7 +219,7 @@ def test_a_case_with_roofline_priors_recovers_arms_simulated_on_that_roofline(tm
     path = tmp_path / "own.case.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     case = load_case(path)
-    effort = {"requests_per_user": 2, "rounds": 1, "bootstrap": 4, "seed": 0}
+    effort = {"requests_per_user": 3, "rounds": 1, "bootstrap": 4, "seed": 0}
     cfg = fit_config(case, effort)
     assert cfg.draft_costs.source == "roofline" and set(cfg.priors) >= {"floor_s", "per_token_s"}
     truth = case_roofline(case)
@@ -262,7 +275,7 @@ def test_simulated_verification_budget_is_reported_beside_the_published_one(tmp_
 
 
 @pytest.mark.parametrize("option, value", [("--interval-draws", "-1"), ("--bootstrap", "-2"),
-                                           ("--requests-per-user", "1")])
+                                           ("--requests-per-user", "1"), ("--requests-per-user", "2")])
 def test_bad_effort_option_exits_2_naming_it(tmp_path, capsys, option, value):
     out = tmp_path / "out"
     assert main(["validate-published", "--out", str(out), option, value]) == 2
@@ -314,7 +327,7 @@ def test_budget_informed_grid_recovers_a_known_split_and_confidence(tmp_path):
     path = tmp_path / "known.case.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     case = load_case(path)
-    effort = {"requests_per_user": 2, "max_requests_per_user": 3, "rounds": 1, "bootstrap": 4, "seed": 0}
+    effort = {"requests_per_user": 3, "max_requests_per_user": 3, "rounds": 1, "bootstrap": 4, "seed": 0}
     cfg = fit_config(case, effort)
     fitted = {"floor_s": 0.0276, "weight_s": 0.0, "per_token_s": 4.95e-05, "per_context_token_s": 0.0,
               "per_request_s": 1.111e-4}
