@@ -56,23 +56,14 @@ def case_markdown(res: CaseResult) -> str:
                      f"{r['predicted_tok_s_per_gpu']:,.0f} | {r['throughput_error']:+.1%} | "
                      + gain + f" | {', '.join(flags)} |")
     for arm in c.arms:
-        rows = [r for r in res.rows if r["arm"] == arm.name and r["published_verify_tokens"] is not None]
-        if rows:
-            lines += ["", f"{arm.label}: verification budget (tokens verified per request per iteration, "
-                          f"bonus included; {arm.budget.basis}: {arm.budget.how}) published "
-                      + " / ".join(f"{r['published_verify_tokens']:.2f}" for r in rows) + ", simulated "
-                      + " / ".join(f"{r['predicted_verify_tokens']:.2f}" for r in rows)
-                      + f" at loads {' / '.join(str(r['load']) for r in rows)} (a check of the inputs, "
-                        f"not used in the prediction)."]
-    for arm in c.arms:
-        rows = [r for r in res.rows if r["arm"] == arm.name and r["published_accept_length"] is not None]
-        if rows:
-            lines += ["", f"{arm.label}: accepted length (tokens per verify step, the bonus included; "
-                          f"{arm.accept_length_note}) published "
-                      + " / ".join(f"{r['published_accept_length']:.2f}" for r in rows) + ", simulated "
-                      + " / ".join(f"{r['predicted_accept_length']:.2f}" for r in rows)
-                      + f" at loads {' / '.join(str(r['load']) for r in rows)} (a check of the inputs and "
-                        f"of the policy's budget, not used in the prediction)."]
+        if arm.budget is not None:
+            lines += ["", _beside(res.rows, arm, "verify_tokens", "verification budget (tokens verified per "
+                                  f"request per iteration, bonus included; {arm.budget.basis}: "
+                                  f"{arm.budget.how})", "a check of the inputs")]
+        if arm.accept_length is not None:
+            lines += ["", _beside(res.rows, arm, "accept_length", "accepted length (tokens per verify step, "
+                                  f"the bonus included; {arm.accept_length_note})",
+                                  "a check of the inputs and of the policy's budget")]
     for fit in res.budget_fits:
         lines += ["", describe_budget_fit(fit, c, res.rows)]
     s = summary(res.rows)
@@ -81,6 +72,14 @@ def case_markdown(res: CaseResult) -> str:
                   f"{s['losses_same_side']} of {s['published_losses']}; extrapolated beyond the fitted "
                   f"batch sizes: {s['extrapolated_cells']}" + _interval_count(s) + ".", ""]
     return "\n".join(lines)
+
+
+def _beside(rows: list[dict], arm, key: str, what: str, why: str) -> str:
+    """An arm's published `key` (published_KEY / predicted_KEY in the rows) beside the simulated."""
+    mine = [r for r in rows if r["arm"] == arm.name and r[f"published_{key}"] is not None]
+    return (f"{arm.label}: {what} published " + " / ".join(f"{r[f'published_{key}']:.2f}" for r in mine)
+            + ", simulated " + " / ".join(f"{r[f'predicted_{key}']:.2f}" for r in mine)
+            + f" at loads {' / '.join(str(r['load']) for r in mine)} ({why}, not used in the prediction).")
 
 
 def _range_note(arm) -> str:
