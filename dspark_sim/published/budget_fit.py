@@ -72,28 +72,28 @@ def grid_steps(case: Case) -> int:
     return len(budgeted_arms(case)) * len(SHARES) * len(RHOS)
 
 
-def fit_budgets(case: Case, points_of: Callable, base_points: list, result: FitResult, cfg: FitConfig,
+def fit_budgets(case: Case, points_of: Callable, result: FitResult, cfg: FitConfig,
                 progress: Callable[[str], None] | None = None) -> list[BudgetFit]:
     """The grid search for every budgeted arm of the case (`points_of(arm)`: the arm's load
-    points; `base_points`: the baseline arm's, as fitted)."""
+    points, the baseline's as fitted)."""
     arms = budgeted_arms(case)
     if not arms:
         return []
+    base_points = points_of(case.arm(case.baseline))
     cal = Calibration(base_points, cfg)
     tokens = user_tokens_and_context(cal)[0]
-    base = case.arm(case.baseline)
     out = []
     for arm in arms:
         pub = np.asarray(arm.budget.values, dtype=float)
+        arm_points = points_of(arm)
         best = None
         for share in SHARES:
             prof = cal.profile(with_share(result.params, tokens, share))
             base_thr = [simulate_load(prof, obs, users, cfg).throughput_tok_s_per_gpu
-                        for users, obs in zip(case.loads, points_of(base))]
+                        for users, obs in zip(case.loads, base_points)]
             for rho in RHOS:
                 acc = with_rho(arm.acceptance, rho)
-                sims = [simulate_load(prof, obs, users, cfg, acc)
-                        for users, obs in zip(case.loads, points_of(arm))]
+                sims = [simulate_load(prof, obs, users, cfg, acc) for users, obs in zip(case.loads, arm_points)]
                 budgets = np.array([s.verify_tokens for s in sims])
                 miss = float(np.mean(np.abs(np.log(budgets / pub))))
                 if best is None or miss < best.mismatch - 1e-12:

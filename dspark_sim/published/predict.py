@@ -164,8 +164,7 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
             _add_intervals(case, rows, _interval_runs(case, points, cfg, draws, paths, bounds), cfg, progress)
-        budget_fits = fit_budgets(case, lambda arm: _points(case, arm, paths.get(arm.name)), points, result,
-                                  cfg, progress)
+        budget_fits = fit_budgets(case, lambda arm: _points(case, arm, paths.get(arm.name)), result, cfg, progress)
         add_budget_rows(rows, budget_fits)
     if cfg.priors and case.fit.get("roofline"):
         spec = case.fit["roofline"]
