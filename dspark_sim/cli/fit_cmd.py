@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
+from .options import check_at_least
 
 
 def _fixed(text: str) -> dict[str, float]:
@@ -147,13 +148,10 @@ def register(profile_app: typer.Typer) -> None:
         from ..sweep.calibrate import MIN_REQUESTS_PER_USER, Calibration, FitConfig
         from ..sweep.calibrate_report import fit_block, fitted_frontiers, frontier_plot, report_markdown
 
-        least = MIN_REQUESTS_PER_USER
-        if gpus < 1 or requests_per_user < least or rounds < 0 or bootstrap < 0 or frontier_points < 2 \
-                or max_requests_per_user < least:
-            raise InputError(f"--gpus >= 1, --requests-per-user >= {least}, --max-requests-per-user >= "
-                             f"{least} (a closed loop's steady window needs {least}: with 2 it holds "
-                             f"one request), --rounds >= 0, --bootstrap >= 0, --frontier-points >= 2",
-                             field="gpus")
+        check_at_least(("gpus", gpus, 1), ("requests-per-user", requests_per_user, MIN_REQUESTS_PER_USER),
+                       ("max-requests-per-user", max_requests_per_user, MIN_REQUESTS_PER_USER),
+                       ("rounds", rounds, 0), ("bootstrap", bootstrap, 0),
+                       ("frontier-points", frontier_points, 2))
         if not 0 < obs_error < 1:
             raise InputError(f"must be in (0, 1), got {obs_error}", field="obs-error")
         if (experts is not None or top_k is not None) and family != "moe":

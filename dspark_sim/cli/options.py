@@ -136,6 +136,16 @@ PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Plot PNG [next 
 
 
 
+def check_at_least(*bounds: tuple[str, float, float]) -> None:
+    """(flag, value, least) for each numeric option: an InputError naming the first flag whose
+    value is below its least."""
+    from ..errors import InputError
+
+    for flag, value, least in bounds:
+        if value < least:
+            raise InputError(f"must be >= {least}, got {value}", field=flag)
+
+
 def refuse_old_engine(value: Optional[str]) -> None:
     """replay --engine X (the simulator's engine before it was renamed): an InputError naming
     --sim-engine."""

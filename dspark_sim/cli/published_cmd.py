@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import InputError
+from .options import check_at_least
 
 
 def register(app: typer.Typer) -> None:
@@ -56,12 +56,10 @@ def register(app: typer.Typer) -> None:
             for name, path in shipped_cases().items():
                 typer.echo(f"{name}\t{path}")
             return
-        for name, value, least in (("requests-per-user", requests_per_user, MIN_REQUESTS_PER_USER),
-                                   ("max-requests-per-user", max_requests_per_user, MIN_REQUESTS_PER_USER),
-                                   ("rounds", rounds, 0),
-                                   ("bootstrap", bootstrap, 0), ("interval-draws", interval_draws, 0)):
-            if value < least:
-                raise InputError(f"must be >= {least}, got {value}", field=name)
+        check_at_least(("requests-per-user", requests_per_user, MIN_REQUESTS_PER_USER),
+                       ("max-requests-per-user", max_requests_per_user, MIN_REQUESTS_PER_USER),
+                       ("rounds", rounds, 0), ("bootstrap", bootstrap, 0),
+                       ("interval-draws", interval_draws, 0))
         loaded = resolve_cases(cases or [])
         effort = {"requests_per_user": requests_per_user, "max_requests_per_user": max_requests_per_user,
                   "rounds": rounds, "bootstrap": bootstrap, "seed": seed}

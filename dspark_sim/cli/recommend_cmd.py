@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
                                                  "(default 1 .. the profile's max_batch_requests)."),
         seeds: int = typer.Option(1, "--seeds", help="Seeds per load."),
         requests_per_user: int = typer.Option(16, "--requests-per-user", help="Requests each "
-                                              "user sends."),
+                                              "user sends (at least 3: one warm-up and 2 measured)."),
         requests: RequestsOpt = None,
         kv_semantics: str = typer.Option("reserve", "--kv-semantics", help="reserve (prompt + "
                                          "output at admission) or blocks (vLLM's paged KV with "

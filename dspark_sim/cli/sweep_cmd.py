@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         router: str = typer.Option("rr", "--router", help="rr or least-outstanding (rate load; a "
                                    "closed loop pins user u to replica u mod N)."),
         requests_per_user: int = typer.Option(16, "--requests-per-user", help="Concurrency load: "
-                                              "requests each user sends."),
+                                              "requests each user sends (at least --warmup + 2)."),
         warmup: int = typer.Option(1, "--warmup", help="Concurrency load: each user's first "
                                    "requests left out of the metrics."),
         think: float = typer.Option(0.0, "--think", help="Concurrency load: seconds a user waits "

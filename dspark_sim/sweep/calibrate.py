@@ -48,6 +48,8 @@ from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import load_acceptance_profile
 from ..sim.speculation.registry import make_policy
 from ..traces.schema import Trace, load_trace
+from .point import least_requests_per_user, measure
+from .spec import Point
 
 RANK_TOL = 1e-6            # singular-value ratio below which parameters count as not identified
 
@@ -167,13 +169,11 @@ def point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
 
 
 # A point that says how many requests its run measured is replayed as long: requests / users per
-# user, at least 3 and at most FitConfig.max_requests_per_user (default 64: a concurrency-1 run
-# of hundreds of requests is steady long before that). At least 3 because the closed loop's
-# steady window (sweep/point.py `steady_mask`: each user's first request is warm-up, and the
-# window ends when the first user is done) holds a single request, the earliest to finish and
-# so the luckiest, when each user sends 2: at the SGLang card's batch 64 (80 prompts) the
-# simulated accepted length was 2.62-2.66 against the 2.42-2.46 its acceptance input gives.
-MIN_REQUESTS_PER_USER = 3
+# user, at least MIN_REQUESTS_PER_USER (the closed loop's floor, sweep/point.py
+# `least_requests_per_user`, at the default warm-up of 1) and at most
+# FitConfig.max_requests_per_user (default 64: a concurrency-1 run of hundreds of requests is
+# steady long before that).
+MIN_REQUESTS_PER_USER = least_requests_per_user(Point.warmup)
 
 
 def replay_requests_per_user(obs: LoadPoint, users: int, cfg: FitConfig) -> int:
@@ -191,8 +191,6 @@ def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitCon
                   acc: AcceptanceProfile | None = None) -> Simulated:
     """The simulator's closed loop of `users` users for a load point's policy, trace and prefill
     (`acc`: an acceptance profile in memory instead of the point's named one)."""
-    from .point import measure
-    from .spec import Point
     from ..sim.cluster.load import ClosedLoop
     from ..sim.replay import replay
 

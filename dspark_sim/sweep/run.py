@@ -33,7 +33,7 @@ from .intervals import (SPREAD_DRAWS, check_spread_draws, context_per_request, d
                         flag_outside, interval_text, merge_intervals, operating_points,
                         rerun_on_draws)
 from .overload import DEFAULT_TTFT_P99_BOUND_S, overload_reason
-from .point import PERCENTILES
+from .point import PERCENTILES, least_requests_per_user
 from .tables import sla_markdown
 from .spec import LOAD_MODES, Point, load_grid, sim_version
 
@@ -97,9 +97,11 @@ def _check(cfg: SweepConfig) -> None:
     if cfg.replicas < 1:
         raise InputError(f"must be >= 1, got {cfg.replicas}", field="replicas")
     cfg.percentile = parse_statistic(cfg.percentile)
-    if cfg.load_mode == "concurrency" and cfg.requests_per_user <= cfg.warmup:
-        raise InputError(f"each user must send more requests ({cfg.requests_per_user}) than the "
-                         f"warm-up leaves out ({cfg.warmup})", field="requests-per-user")
+    least = least_requests_per_user(cfg.warmup)
+    if cfg.load_mode == "concurrency" and cfg.requests_per_user < least:
+        raise InputError(f"each user must send at least {least} requests (the {cfg.warmup} the "
+                         f"warm-up leaves out and 2 measured: with 1 the steady window holds a "
+                         f"single request), got {cfg.requests_per_user}", field="requests-per-user")
     if cfg.router not in ROUTER_ALIASES:
         raise InputError(f"unknown router {cfg.router!r}; choose rr or least-outstanding", field="router")
     if cfg.prefill not in PREFILL_MODES:

@@ -59,12 +59,12 @@ def test_plan_and_recommend_warn_on_mixed_models(tmp_path, capsys):
         "'SmolLM2-135M-Instruct', but hardware profile 'h200-qwen3-8b-roofline'" in capsys.readouterr().err
     assert main(["recommend", "--trace", str(trace), "--sla", "20", "--acceptance",
                  "smollm2-135m-dspark-g7-t0", "--hw", "cpu-2core-smollm2-135m", "--points", "2",
-                 "--load-range", "1,2", "--requests-per-user", "2", "--workers", "1",
+                 "--load-range", "1,2", "--requests-per-user", "3", "--workers", "1",
                  "--out", str(tmp_path / "r1")]) == 0
     assert "warning: acceptance profile" not in capsys.readouterr().err
     assert main(["recommend", "--trace", str(trace), "--sla", "20", "--acceptance",
                  "eagle3-llama31-8b-g7", "--hw", "cpu-2core-smollm2-135m", "--points", "2",
-                 "--load-range", "1,2", "--requests-per-user", "2", "--workers", "1",
+                 "--load-range", "1,2", "--requests-per-user", "3", "--workers", "1",
                  "--out", str(tmp_path / "r2")]) == 0
     err = capsys.readouterr().err
     assert "warning: acceptance profile 'eagle3-llama31-8b-g7' was measured with target" in err

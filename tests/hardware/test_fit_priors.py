@@ -108,6 +108,17 @@ def test_impossible_observation_exits_2_naming_the_point_nothing_written(tmp_pat
     assert not list(tmp_path.glob("fit*"))
 
 
+@pytest.mark.parametrize("option, value", [("--gpus", "0"), ("--requests-per-user", "2"),
+                                           ("--max-requests-per-user", "2"), ("--rounds", "-1"),
+                                           ("--bootstrap", "-1"), ("--frontier-points", "1")])
+def test_an_option_below_its_floor_exits_2_naming_that_option(tmp_path, capsys, option, value):
+    obs = tmp_path / "obs.yaml"
+    _write_obs(obs, [{"policy": "ar", "concurrency": 4, "tps_user": 95, "throughput_tok_s_per_gpu": 350}])
+    out = tmp_path / "fit.yaml"
+    assert main(["profile", "fit", str(obs), "--out", str(out), option, value]) == 2
+    assert f"field '{option[2:]}'" in capsys.readouterr().err and not out.exists()
+
+
 def obs_file(tmp_path, fam, params, loads):
     """An observations file of no-speculation load points the simulator gives under `params`."""
     obs = tmp_path / "obs.yaml"

@@ -81,6 +81,8 @@ def test_sweep_cli_rate_load(tmp_path):
     (["--load-range", "0.5,8"], "load-range"),
     (["--policies", "mtp1,static-9"], "policy"),
     (["--requests-per-user", "1"], "requests-per-user"),
+    (["--requests-per-user", "2"], "requests-per-user"),   # the steady window would hold 1 request
+    (["--warmup", "2", "--requests-per-user", "3"], "requests-per-user"),
     (["--executor", "slurm"], "executor"),
     (["--sla-percentile", "101"], "sla-percentile"),
     (["--sla-percentile", "median"], "sla-percentile"),
@@ -117,7 +119,7 @@ def test_error_in_a_worker_process_exits_2(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["sweep", "--trace", str(trace), "--hw", str(hw), "--policies", "static-3",
                  "--kv-semantics", "blocks", "--points", "2", "--load-range", "1,2",
-                 "--requests-per-user", "2", "--workers", "2", "--out", str(out)]) == 2
+                 "--requests-per-user", "3", "--workers", "2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "field 'kv_capacity_tokens'" in err and "Traceback" not in err
     assert not (out / "results.csv").exists()
@@ -142,7 +144,7 @@ def test_profile_without_kv_capacity_is_stated(tmp_path, capsys):
     trace = write_identical_trace(tmp_path / "t.jsonl", 4, 50, 10)
     hw = write_constant_hw(tmp_path / "hw.yaml", 0.01, max_batch_requests=8)
     assert main(["sweep", "--trace", str(trace), "--hw", str(hw), "--policies", "ar", "--points", "1",
-                 "--load-range", "2,2", "--requests-per-user", "2", "--workers", "1",
+                 "--load-range", "2,2", "--requests-per-user", "3", "--workers", "1",
                  "--out", str(tmp_path / "o")]) == 0
     text = capsys.readouterr().out
     assert "sets no kv_capacity_tokens; KV memory is taken as unlimited" in text
