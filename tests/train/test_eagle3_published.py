@@ -101,7 +101,10 @@ def write_weights(mod, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def published(target, cache, vocab_ids, tmp_path_factory):
     """A published-layout EAGLE-3 drafter for the tiny target (aux layers 1, 2, 3: the cache's
-    taps 0, 1, 2), trained for 30 steps with the product's EAGLE-3 objective."""
+    taps 0, 1, 2), trained for 30 steps with the product's EAGLE-3 objective, unrolled 4 steps
+    deep (the loaded config's draft cap of 64 would unroll 64: 96 of the fixture's 100 s)."""
+    from dataclasses import replace
+
     from dspark_sim.train.objectives import LossWeights
     from dspark_sim.train.targethead import TargetHead
     from dspark_sim.train.trainer import Trainer, TrainConfig
@@ -110,10 +113,13 @@ def published(target, cache, vocab_ids, tmp_path_factory):
     mod = new_module(target, folder, eagle3_config(target, 64, [1, 2, 3]), vocab_ids)
     cfg = TrainConfig(steps=30, row_len=128, rows_per_batch=2, lr=3e-3, val_fraction=0.15,
                       loss=LossWeights(anchors_per_row=24, chunk=128))
+    loaded = mod.cfg
+    mod.cfg = replace(loaded, gamma=4)
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     Trainer(mod, cache, TargetHead.from_model(target), cfg, tmp_path_factory.mktemp("run")).run()
     torch.set_num_threads(old)
+    mod.cfg = loaded
     return write_weights(mod.eval(), folder)
 
 
