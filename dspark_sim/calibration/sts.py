@@ -20,6 +20,7 @@ the same guards.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -84,43 +85,54 @@ def _ece_curve(prefix: np.ndarray, z: np.ndarray, y: np.ndarray, grid: np.ndarra
                weights: np.ndarray, n_bins: int) -> np.ndarray:
     """Weighted ECE of prefix * sigmoid(z / T) against y for every T in grid: sum over bins of
     |sum of w (y - p)| / sum of w (equal to the usual ECE when every weight is 1)."""
-    return _ece_of_logits(prefix, z[None, :] / grid[:, None], y, weights, n_bins)
+    return _ece_of_logits(prefix, z[None, :] / grid[:, None], y, n_bins)(weights)
 
 
-def _ece_of_logits(prefix: np.ndarray, logits: np.ndarray, y: np.ndarray, weights: np.ndarray,
-                   n_bins: int) -> np.ndarray:
+# An objective takes (prefix, logits [G, n], y, n_bins) and returns the function of the weights
+# [n] that gives every candidate's (row's) value: what no weight changes (the probabilities,
+# their bins or log losses) is computed once for all the bootstrap resamples.
+Objective = Callable[[np.ndarray, np.ndarray, np.ndarray, int], Callable[[np.ndarray], np.ndarray]]
+
+
+def _ece_of_logits(prefix: np.ndarray, logits: np.ndarray, y: np.ndarray, n_bins: int
+                   ) -> Callable[[np.ndarray], np.ndarray]:
     """Weighted ECE of prefix * sigmoid(logits[g]) against y for every row g of logits [G, n]."""
     g = logits.shape[0]
     p = prefix[None, :] * _sigmoid(logits)
-    idx = np.clip((p * n_bins).astype(np.int64), 0, n_bins - 1) + np.arange(g)[:, None] * n_bins
-    err = np.bincount(idx.ravel(), weights=((y[None, :] - p) * weights[None, :]).ravel(),
-                      minlength=g * n_bins)
-    return np.abs(err.reshape(g, n_bins)).sum(axis=1) / max(weights.sum(), 1e-12)
+    idx = (np.clip((p * n_bins).astype(np.int64), 0, n_bins - 1) + np.arange(g)[:, None] * n_bins).ravel()
+    gap = y[None, :] - p
+
+    def of(weights: np.ndarray) -> np.ndarray:
+        err = np.bincount(idx, weights=(gap * weights[None, :]).ravel(), minlength=g * n_bins)
+        return np.abs(err.reshape(g, n_bins)).sum(axis=1) / max(weights.sum(), 1e-12)
+    return of
 
 
-def _nll_of_logits(prefix: np.ndarray, logits: np.ndarray, y: np.ndarray, weights: np.ndarray,
-                   n_bins: int) -> np.ndarray:
+def _nll_of_logits(prefix: np.ndarray, logits: np.ndarray, y: np.ndarray, n_bins: int
+                   ) -> Callable[[np.ndarray], np.ndarray]:
     """Weighted mean log loss of prefix * sigmoid(logits[g]) against y for every row g of logits
     [G, n] (n_bins unused: the signature of _ece_of_logits)."""
     p = np.clip(prefix[None, :] * _sigmoid(logits), 1e-9, 1 - 1e-9)
     loss = -(y[None, :] * np.log(p) + (1 - y[None, :]) * np.log1p(-p))
-    return (loss * weights[None, :]).sum(axis=1) / max(weights.sum(), 1e-12)
+    return lambda weights: (loss * weights[None, :]).sum(axis=1) / max(weights.sum(), 1e-12)
 
 
-def _bagged_curve(prefix, logits, y, groups, n_boot, rng, n_bins, objective=_ece_of_logits) -> np.ndarray:
+def _bagged_curve(prefix, logits, y, groups, n_boot, rng, n_bins,
+                  objective: Objective = _ece_of_logits) -> np.ndarray:
     """The objective (ECE by default) of every candidate (rows of logits [G, n]) averaged over
     bootstrap resamples of whole groups (requests): a smoother objective than one sample's ECE,
     whose bin noise a 241-point grid would otherwise fit."""
+    of = objective(prefix, logits, y, n_bins)
     if n_boot <= 0:
-        return objective(prefix, logits, y, np.ones_like(y), n_bins)
+        return of(np.ones_like(y))
     uniq, inv = np.unique(groups, return_inverse=True)
-    curves = [objective(prefix, logits, y, rng.multinomial(len(uniq), np.full(len(uniq), 1 / len(uniq)))[inv]
-                        .astype(np.float64), n_bins) for _ in range(n_boot)]
+    curves = [of(rng.multinomial(len(uniq), np.full(len(uniq), 1 / len(uniq)))[inv].astype(np.float64))
+              for _ in range(n_boot)]
     return np.mean(curves, axis=0)
 
 
 def _guarded_fit(prefix, logits, y, groups, fold, neutral: int, *, min_positives: int,
-                 n_boot: int, cv_folds: int, rng, n_bins: int, objective=_ece_of_logits,
+                 n_boot: int, cv_folds: int, rng, n_bins: int, objective: Objective = _ece_of_logits,
                  label: str = "ECE", kept: str = "1") -> tuple[int, dict]:
     """The candidate (row of logits [G, n]) whose bagged objective (ECE by default; `label` names
     it in the report) is lowest, or `neutral` (named `kept` in the rule) where a fit would chase
@@ -143,8 +155,7 @@ def _guarded_fit(prefix, logits, y, groups, fold, neutral: int, *, min_positives
                 continue
             b_f = int(np.argmin(_bagged_curve(prefix[tr], logits[:, tr], y[tr], groups[tr],
                                               n_boot, rng, n_bins, objective)))
-            pair = objective(prefix[te], logits[[b_f, neutral]][:, te], y[te],
-                             np.ones(int(te.sum())), n_bins)
+            pair = objective(prefix[te], logits[[b_f, neutral]][:, te], y[te], n_bins)(np.ones(int(te.sum())))
             cv_fit += pair[0] * te.sum()
             cv_one += pair[1] * te.sum()
         key = "ece" if label == "ECE" else "loss"
