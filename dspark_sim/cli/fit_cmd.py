@@ -145,7 +145,8 @@ def register(profile_app: typer.Typer) -> None:
         from ..hardware.observations import check_physical, read_observations
         from ..profiles.hardware import HardwareProfile
         from ..profiles.registry import load_hw_profile
-        from ..sweep.calibrate import MIN_REQUESTS_PER_USER, Calibration, FitConfig
+        from ..sweep.calibrate import Calibration
+        from ..sweep.load_replay import MIN_REQUESTS_PER_USER, FitConfig
         from ..sweep.calibrate_report import fit_block, fitted_frontiers, frontier_plot, report_markdown
 
         check_at_least(("gpus", gpus, 1), ("requests-per-user", requests_per_user, MIN_REQUESTS_PER_USER),

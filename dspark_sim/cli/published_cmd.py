@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         from ..published.cost_models import compare, load_cost_model, markdown, shipped_cost_models
         from ..published.predict import run_case
         from ..published.report import write_report
-        from ..sweep.calibrate import MIN_REQUESTS_PER_USER
+        from ..sweep.load_replay import MIN_REQUESTS_PER_USER
 
         if list_cases:
             for name, path in shipped_cases().items():

@@ -22,7 +22,7 @@ law gives it: throughput x GPUs / tps_user), prefill (local | disaggregated; def
 disaggregated), ttft_s, prompt_tokens and output_tokens (mean lengths), trace (a trace file whose
 lengths and tasks the users send; overrides the mean lengths), requests (how many requests the
 run measured: the simulated closed loop then runs as long as the run did, requests / concurrency
-per user, instead of `--requests-per-user`; sweep/calibrate.py `replay_requests_per_user`), label.
+per user, instead of `--requests-per-user`; sweep/load_replay.py `replay_requests_per_user`), label.
 Step-point fields: batch_tokens, context_tokens (default 0), seconds.
 """
 from __future__ import annotations

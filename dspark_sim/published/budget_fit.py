@@ -25,7 +25,8 @@ from typing import Callable
 import numpy as np
 
 from ..profiles.acceptance import AcceptanceProfile
-from ..sweep.calibrate import Calibration, FitConfig, FitResult, simulate_load
+from ..sweep.calibrate import Calibration, FitResult
+from ..sweep.load_replay import FitConfig, simulate_load
 from ..sweep.split_prior import request_share, user_tokens_and_context
 from .cases import Arm, Case
 

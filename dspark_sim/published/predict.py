@@ -34,8 +34,8 @@ from ..hardware.curve_family import family_from_dict, family_values_of, with_pri
 from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
 from ..hardware.observations import LoadPoint, check_physical
 from ..profiles.cudagraph import CudaGraph
-from ..sweep.calibrate import (MIN_REQUESTS_PER_USER, Calibration, FitConfig, FitResult, drafts_and_tau,
-                               simulate_load)
+from ..sweep.calibrate import Calibration, FitResult
+from ..sweep.load_replay import MIN_REQUESTS_PER_USER, FitConfig, drafts_and_tau, simulate_load
 from ..sweep.split_prior import SplitPrior, refit_with_split, user_tokens_and_context
 from ..sweep.split_prior import interval_draws as split_interval_draws
 from .budget_fit import BudgetFit, add_budget_rows, fit_budgets

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..hardware.observations import LoadPoint
 from ..plots import new_figure, save_figure
-from .calibrate import Calibration, FitResult, simulate_load
+from .calibrate import Calibration, FitResult
+from .load_replay import simulate_load
 
 
 def fit_block(result: FitResult, cal: Calibration, sources: list[str]) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from dspark_sim.hardware.curve_family import CurveFamily, family_from_dict, fami
 from dspark_sim.hardware.draft_cost import DraftCosts, LayerShare, choose_draft_costs
 from dspark_sim.hardware.observations import LoadPoint
 from dspark_sim.profiles.registry import load_hw_profile
-from dspark_sim.sweep.calibrate import Calibration, FitConfig, simulate_load
+from dspark_sim.sweep.calibrate import Calibration
+from dspark_sim.sweep.load_replay import FitConfig, simulate_load
 
 KNOWN = {"floor_s": 0.004, "weight_s": 0.006, "per_token_s": 4.0e-5, "per_context_token_s": 0.0}
 

@@ -181,7 +181,7 @@ def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
     speculative arms' gains closely and each lies inside its row's interval."""
     from dspark_sim.hardware.curve_family import with_prior_freed
     from dspark_sim.published.predict import _points, case_split, fit_config, run_case
-    from dspark_sim.sweep.calibrate import simulate_load
+    from dspark_sim.sweep.load_replay import simulate_load
     from dspark_sim.sweep.split_prior import split_centres
 
     src = shipped_cases()["vllm-pr52362-dsv4-flash-mi350x"]
@@ -223,7 +223,7 @@ def test_a_case_with_roofline_priors_recovers_arms_simulated_on_that_roofline(tm
     the same model and GPU, as `profile fit --roofline`): arms simulated on that roofline itself
     are predicted from the baseline arm within a few percent."""
     from dspark_sim.published.predict import _points, case_roofline, fit_config, run_case
-    from dspark_sim.sweep.calibrate import simulate_load
+    from dspark_sim.sweep.load_replay import simulate_load
 
     data = yaml.safe_load(shipped_cases()["sglang-gpt-oss-120b-h100-eagle3-dflash"].read_text())
     data["name"] = "own-llama-h100"
@@ -286,7 +286,7 @@ def test_a_case_replays_as_long_as_its_published_run(tmp_path):
     """`measured_requests` sets each cell's requests per user (requests / users, 2..cap), the
     loader checks it, and a case without it keeps --requests-per-user."""
     from dspark_sim.published.predict import _points, fit_config
-    from dspark_sim.sweep.calibrate import replay_requests_per_user
+    from dspark_sim.sweep.load_replay import replay_requests_per_user
 
     case = load_case(shipped_cases()["vllm-blog-dsv4-pro-b300"])
     cfg = fit_config(case, {"requests_per_user": 4})
@@ -313,7 +313,7 @@ def test_budget_informed_grid_recovers_a_known_split_and_confidence(tmp_path):
     from dspark_sim.hardware.curve_family import with_prior_freed
     from dspark_sim.published.budget_fit import with_rho, with_share
     from dspark_sim.published.predict import _points, fit_config, run_case
-    from dspark_sim.sweep.calibrate import simulate_load
+    from dspark_sim.sweep.load_replay import simulate_load
 
     data = yaml.safe_load(shipped_cases()["dspark-paper-v4-pro-fig8"].read_text())
     keep = [0, 2, 3]                                   # loads 25, 100, 150

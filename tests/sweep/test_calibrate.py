@@ -9,7 +9,8 @@ from dspark_sim.errors import InputError
 from dspark_sim.hardware.curve_family import CurveFamily, load_family
 from dspark_sim.hardware.observations import LoadPoint, StepPoint, read_observations
 from dspark_sim.profiles import HardwareProfile
-from dspark_sim.sweep.calibrate import Calibration, FitConfig, simulate_load
+from dspark_sim.sweep.calibrate import Calibration
+from dspark_sim.sweep.load_replay import FitConfig, simulate_load
 
 TRUE = {"floor_s": 0.012, "per_token_s": 2.0e-5, "per_context_token_s": 3.0e-9}
 
