@@ -4,7 +4,6 @@ fits (sweep/calibrate.py) and what the published cases predict with (published/)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
@@ -13,10 +12,9 @@ from ..hardware.draft_cost import DraftCosts
 from ..hardware.observations import LoadPoint
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
-from ..profiles.registry import load_acceptance_profile
 from ..sim.speculation.registry import make_policy
-from ..traces.schema import Trace, load_trace
-from .point import least_requests_per_user, measure
+from ..traces.schema import Trace
+from .point import cached_acceptance, cached_trace, least_requests_per_user, measure
 from .spec import Point
 
 
@@ -59,23 +57,13 @@ class Simulated:
     accept_length: float = 1.0          # tokens per verify step (accepted drafts + 1)
 
 
-@lru_cache(maxsize=32)
-def _acceptance(spec: str) -> AcceptanceProfile:
-    return load_acceptance_profile(spec)
-
-
-@lru_cache(maxsize=16)
-def _trace_file(path: str) -> Trace:
-    return load_trace(path)
-
-
 def drafts_and_tau(obs: LoadPoint) -> tuple[int, float, str | None]:
     """Drafts verified per request, expected tokens per verify, drafter kind (surrogate only:
     the default task's acceptance, and scheduled policies taken at gamma drafts; the
     simulator's correction rounds absorb the difference)."""
     if obs.policy == "ar":
         return 0, 1.0, None
-    acc = _acceptance(obs.acceptance)
+    acc = cached_acceptance(obs.acceptance)
     make_policy(obs.policy, acc.gamma)                      # K <= gamma, named error otherwise
     k = 1 if obs.policy == "mtp1" else int(obs.policy.split("-")[1]) if obs.policy.startswith("static-") \
         else acc.gamma                                      # scheduled policies: start from gamma
@@ -87,8 +75,8 @@ def drafts_and_tau(obs: LoadPoint) -> tuple[int, float, str | None]:
 def point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
     """The trace a load point's users send: its file, or constant mean lengths."""
     if obs.trace:
-        return _trace_file(obs.trace)
-    task = _acceptance(obs.acceptance).default_task if obs.acceptance else "default"
+        return cached_trace(obs.trace)
+    task = cached_acceptance(obs.acceptance).default_task if obs.acceptance else "default"
     n = rows
     return Trace(ids=np.array([str(i) for i in range(n)], dtype=object), arrival_s=np.zeros(n),
                  prompt_tokens=np.full(n, max(1, round(obs.prompt_tokens)), dtype=np.int64),
@@ -122,7 +110,7 @@ def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitCon
     from ..sim.cluster.load import ClosedLoop
     from ..sim.replay import replay
 
-    acc = acc or (_acceptance(obs.acceptance) if obs.acceptance else None)
+    acc = acc or (cached_acceptance(obs.acceptance) if obs.acceptance else None)
     per_user = replay_requests_per_user(obs, users, cfg)
     loop = ClosedLoop(users=users, requests_per_user=per_user)
     res = replay(point_trace(obs), obs.policy, prof, acc, seed=cfg.seed, closed_loop=loop,

@@ -30,8 +30,9 @@ from .spec import Point, sim_version
 PERCENTILES = list(range(101))      # tps_user percentiles kept per point (0..100)
 
 
-@lru_cache(maxsize=8)
-def _trace(path: str) -> Trace:
+@lru_cache(maxsize=16)
+def cached_trace(path: str) -> Trace:
+    """The trace file at `path`, read once per process."""
     return load_trace(path)
 
 
@@ -41,15 +42,16 @@ def _hw(path: str) -> HardwareProfile:
 
 
 @lru_cache(maxsize=32)
-def _acceptance(path: str) -> AcceptanceProfile:
-    return load_acceptance_profile(path)
+def cached_acceptance(spec: str) -> AcceptanceProfile:
+    """The acceptance profile `spec` names (a shipped name or a path), read once per process."""
+    return load_acceptance_profile(spec)
 
 
 def point_trace(point: Point) -> Trace:
     """The trace a point serves (first max_requests requests; arrivals scaled in rate mode)."""
     from ..sim.cluster.load import scale_arrivals
 
-    trace = _trace(point.trace)
+    trace = cached_trace(point.trace)
     if point.max_requests is not None and point.max_requests < len(trace):
         n = point.max_requests
         trace = Trace(ids=trace.ids[:n], arrival_s=trace.arrival_s[:n],
@@ -77,7 +79,7 @@ def run_point(point: Point) -> dict[str, Any]:
 
     trace = point_trace(point)
     hw = _hw(point.hw)
-    acc = _acceptance(point.acceptance) if point.acceptance else None
+    acc = cached_acceptance(point.acceptance) if point.acceptance else None
     loop = closed_loop_of(point, len(trace)) if point.load_mode == "concurrency" else None
     schedule = parse_schedule(point.schedule, acc.gamma if acc else 1) if point.schedule else None
     result = replay(trace, point.policy, hw, acc, replicas=point.replicas, router=point.router,
