@@ -41,7 +41,7 @@ from scipy.optimize import least_squares
 from ..errors import InputError
 from ..hardware.observations import LoadPoint, StepPoint
 from ..profiles.hardware import HardwareProfile
-from .load_replay import FitConfig, Simulated, drafts_and_tau, point_trace, simulate_load
+from .load_replay import FitConfig, Simulated, drafts_and_tau, load_point_trace, simulate_load
 
 RANK_TOL = 1e-6            # singular-value ratio below which parameters count as not identified
 
@@ -97,7 +97,7 @@ class Calibration:
         for p in points:
             if isinstance(p, LoadPoint):
                 k, tau, kind = drafts_and_tau(p)
-                tr = point_trace(p)
+                tr = load_point_trace(p)
                 ctx = float(np.mean(tr.prompt_tokens + tr.output_tokens / 2.0))
                 share = float(np.mean(tr.prompt_tokens) * tau / max(np.mean(tr.output_tokens), 1.0))
                 self.meta.append({"k": k, "tau": tau, "kind": kind, "ctx": ctx,

@@ -72,8 +72,9 @@ def drafts_and_tau(obs: LoadPoint) -> tuple[int, float, str | None]:
     return k, float(1.0 + np.cumprod(alpha).sum()), acc.drafter_kind or None
 
 
-def point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
-    """The trace a load point's users send: its file, or constant mean lengths."""
+def load_point_trace(obs: LoadPoint, rows: int = 64) -> Trace:
+    """The trace a fitted load point's users send: its file, or constant mean lengths
+    (sweep/point.py `point_trace` is a sweep point's)."""
     if obs.trace:
         return cached_trace(obs.trace)
     task = cached_acceptance(obs.acceptance).default_task if obs.acceptance else "default"
@@ -94,8 +95,9 @@ MIN_REQUESTS_PER_USER = least_requests_per_user(Point.warmup)
 
 def replay_requests_per_user(obs: LoadPoint, users: int, cfg: FitConfig) -> int:
     """Requests each simulated user sends for `obs` at `users` users: as long as the published
-    or measured run (`obs.requests` over its users, rounded, within 3..cfg.max_requests_per_user)
-    when the point says how many requests it measured, else cfg.requests_per_user. How long a
+    or measured run (`obs.requests` over its users, rounded, within
+    MIN_REQUESTS_PER_USER..cfg.max_requests_per_user) when the point says how many requests it
+    measured, else cfg.requests_per_user. How long a
     closed loop runs decides how far its users drift apart from their common start, and with it
     how often prefill chunks of new requests land in the same step as a full decode batch."""
     if not obs.requests:
@@ -113,7 +115,7 @@ def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitCon
     acc = acc or (cached_acceptance(obs.acceptance) if obs.acceptance else None)
     per_user = replay_requests_per_user(obs, users, cfg)
     loop = ClosedLoop(users=users, requests_per_user=per_user)
-    res = replay(point_trace(obs), obs.policy, prof, acc, seed=cfg.seed, closed_loop=loop,
+    res = replay(load_point_trace(obs), obs.policy, prof, acc, seed=cfg.seed, closed_loop=loop,
                  prefill=obs.prefill)
     pt = Point(trace="", hw="", policy=obs.policy, acceptance=None, load_mode="concurrency",
                load=float(users), requests_per_user=per_user, prefill=obs.prefill)

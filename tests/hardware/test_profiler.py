@@ -143,7 +143,8 @@ def test_gpu_profile_script_runs_on_cpu_with_a_tiny_config(tmp_path):
     config.write_text(json.dumps(TINY))
     env = dict(os.environ, OUT=str(tmp_path), CONFIG=str(config), DEVICE="cpu", DTYPE="bf16",
                GPU="H200", BATCHES="1,2", WIDTHS="1,2", CONTEXTS="16", CHUNKS="16", REPEATS="2",
-               THREADS="1", NAME="smoke", PYTHON=os.sys.executable)
+               THREADS="1", NAME="smoke", PYTHON=os.sys.executable,
+               COLUMNS="200")   # the script's own width: a narrower one inherited cuts the table's headers
     root = Path(__file__).resolve().parents[2]
     run = subprocess.run(["bash", str(root / "benchmarks" / "gpu_profile.sh")], env=env,
                          capture_output=True, text=True, timeout=300)

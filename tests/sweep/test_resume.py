@@ -1,7 +1,8 @@
 """Must hold: an interrupted sweep resumes without recomputing the points it finished.
 
 The sweep runs as a real `dspark-sim sweep` process, is interrupted (SIGINT, as Ctrl-C) once a
-few points are in its cache, and is run again: the finished points come from the cache
+few points are in its cache (each point long enough that the signal lands before the last one, on
+a loaded machine too), and is run again: the finished points come from the cache
 (their files untouched), only the rest are simulated, and the table is complete."""
 import json
 import os
@@ -14,7 +15,7 @@ import pandas as pd
 from sweepkit import REPO
 
 ARGS = ["sweep", "--trace", str(REPO / "traces" / "chat-heavy-hour.jsonl"), "--policies",
-        "mtp1,static-3,dspark", "--points", "6", "--load-range", "2,96", "--requests-per-user", "12",
+        "mtp1,static-3,dspark", "--points", "6", "--load-range", "2,96", "--requests-per-user", "48",
         "--workers", "1", "--sla", "80"]
 
 
