@@ -1,5 +1,5 @@
 """Tasks on Ray: a local instance started (and shut down) for the purpose, results as they
-finish. Used by the sweep executors and the partitioned replay (sim/partition.py)."""
+finish. Used by the sweep executors and the partitioned replay (sim/cluster/partition.py)."""
 from __future__ import annotations
 
 import contextlib

@@ -6,7 +6,7 @@ Every profile keeps, in the file: the source (URL or paper and table), target, d
 draft checkpoint vLLM / SGLang load), temperature, drafts per step, the tasks and the benchmark
 each stands for, and the numbers as published (`published`). Where only a mean accepted length
 tau per task is published, the per-position conditional acceptance alpha_k is derived with the
-DSpark paper's shape for that drafter family (sim/paper_acceptance.py `solve_rates`: a linear
+DSpark paper's shape for that drafter family (sim/acceptance/paper.py `solve_rates`: a linear
 shape, level solved so that 1 + sum_k prod_(i<=k) alpha_i = tau); those values are marked in
 `derived`. Task names follow the shipped traces: math = GSM8K, code = HumanEval, chat = MT-Bench.
 """
@@ -58,7 +58,7 @@ class Published:
     """A drafter's published mean accepted length per task, and where it comes from."""
 
     name: str
-    family: str                     # drafter kind; its shape in sim/paper_acceptance.py
+    family: str                     # drafter kind; its shape in sim/acceptance/paper.py
     taus: dict[str, float]          # task -> published tau (TASK_BENCHMARKS)
     gamma: int
     target: str

@@ -46,7 +46,7 @@ class ReplayResult:
 
 @dataclass(frozen=True)
 class Parallel:
-    """Simulate the replicas apart (sim/partition.py): as Ray tasks on `workers` CPUs (a local
+    """Simulate the replicas apart (sim/cluster/partition.py): as Ray tasks on `workers` CPUs (a local
     instance unless `address`), or 'inline' one after another."""
 
     executor: str = "ray"
@@ -77,7 +77,7 @@ def replay(trace: Trace, policy: str, hw: HardwareProfile, acceptance: Acceptanc
            prefill: str = "local", kv_semantics: str = "reserve", schedule=None,
            parallel: Parallel | None = None, streamed: Streamed | None = None) -> ReplayResult:
     """Simulate `trace` on `replicas` replicas of `hw` under `policy`; return the results.
-    With `closed_loop`, users send the trace's requests back to back (sim/load.py); with
+    With `closed_loop`, users send the trace's requests back to back (sim/cluster/load.py); with
     prefill 'disaggregated', the replicas only decode (prompts are prefilled elsewhere);
     `kv_semantics` 'blocks' is vLLM's paged KV with preemption; `schedule` vllm-schedule's.
     `parallel`: replicas simulated apart (same results); `streamed`: rows and summary written

@@ -63,7 +63,7 @@ class SweepConfig:
     slas: list[float] = field(default_factory=lambda: [80.0, 120.0])
     percentile: int | str = 50      # or "mean"
     baseline: str | None = AUTO     # auto: mtp1 if the model has an MTP head, else ar; or a policy
-    sim_engine: str = "fast"        # the simulator's engine (sim/cluster.py ENGINES)
+    sim_engine: str = "fast"        # the simulator's engine (sim/engines/capability.py ENGINES)
     kv_semantics: str = "reserve"
     schedule: str | None = None     # vllm-schedule's batch-size schedule (vLLM's JSON)
     add_ar: bool = True             # no speculation is always a candidate

@@ -34,7 +34,7 @@ class Point:
     think_s: float = 0.0            # closed loop: pause between a finish and the user's next request
     max_requests: int | None = None  # only the trace's first N requests
     prefill: str = "local"          # "disaggregated": prompts prefilled elsewhere, replicas decode
-    sim_engine: str = "fast"        # the simulator's engine (sim/cluster.py ENGINES)
+    sim_engine: str = "fast"        # the simulator's engine (sim/engines/capability.py ENGINES)
     kv_semantics: str = "reserve"   # "blocks": vLLM's paged KV with preemption
     schedule: str | None = None     # vllm-schedule: the batch-size schedule as vLLM's JSON
 

@@ -1,4 +1,4 @@
-"""Closed-loop load (sim/load.py, sim/arrivals.py): every engine gives the reference engine's
+"""Closed-loop load (sim/cluster/load.py, sim/cluster/arrivals.py): every engine gives the reference engine's
 results, users send their next request exactly think_s after the previous one finishes, and a
 time-compressed trace keeps its requests."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""The compiled builds (sim/native.py) give the Python code's results bit for bit, are used only
+"""The compiled builds (sim/engines/native.py) give the Python code's results bit for bit, are used only
 when built from the current source, and are built where CI runs (DSPARK_SIM_REQUIRE_NATIVE=1)."""
 import os
 import warnings

@@ -1,4 +1,4 @@
-"""A round-robin replay partitioned by replica (sim/partition.py) gives the single-process
+"""A round-robin replay partitioned by replica (sim/cluster/partition.py) gives the single-process
 results byte for byte: every policy, both KV semantics, random traces and profiles, also with
 the long-trace code paths (lazily drawn uniforms, per-task survival lookups) forced on."""
 import numpy as np

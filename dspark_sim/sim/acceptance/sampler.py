@@ -50,7 +50,7 @@ class AcceptanceSampler:
     Lookups take request indices `rows` (R,) and decode-step indices `steps` (R, M); a step
     past a request's last one (or -1) returns some valid value that callers mask out.
     `subset(rows)` serves some of the requests with the draws they get in the whole trace
-    (a replica's partition, sim/partition.py).
+    (a replica's partition, sim/cluster/partition.py).
     """
 
     _PER_REQUEST = ("task_index", "_param", "_slots", "_offset", "_emp_start", "_emp_len")

@@ -44,7 +44,7 @@ class Cluster:
                  part: "PartContext | None" = None) -> None:
         """`env` and `replica_cls` let the real serving engine (dspark_sim/serve) run the same
         arrivals, router and replica bookkeeping on a wall-clock environment. `part`: this
-        table is one replica's share of a larger trace (sim/partition.py)."""
+        table is one replica's share of a larger trace (sim/cluster/partition.py)."""
         self.env = env if env is not None else simpy.Environment()
         self.prefill_elsewhere = prefill == "disaggregated"
         self.table = table

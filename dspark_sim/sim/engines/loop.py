@@ -6,7 +6,7 @@ so an iteration costs a few python operations per decoding request. The replica 
 iterations back to back -- admitting from its queue, prefilling, retiring finished requests
 -- until the first iteration boundary at or after the next arrival it could be routed, and
 only then sleeps. On the small batches of a lightly loaded replica this beats numpy calls on
-tiny arrays; the vectorised engine (fast.py) serves the other policies. Same results as the
+tiny arrays; the vectorised engine (block.py) serves the other policies. Same results as the
 reference engine, bit for bit (tests).
 
 Bookkeeping that would cost a store per row and iteration is done per stretch instead: a
