@@ -20,6 +20,11 @@ growth to its last step (no preemption can happen in it, and the head of the que
 fit: free blocks only shrink); the growth is then taken at the stretch's end, the same blocks. A
 preempted row leaves the lists with what it had done (`_resume`), and rejoins at its decode step
 when its recompute ends.
+
+Why one file past 400 lines: it is one class, the replica whose per-row lists every method
+keeps in step, and it is the unit setup.py compiles (BUILDS: `_loop_native` from this file);
+methods moved into a mixin elsewhere would leave the compiled build unless that file were
+compiled too.
 """
 from __future__ import annotations
 
