@@ -100,7 +100,7 @@ def published_profile(spec: Published) -> AcceptanceProfile:
     shape = (f"DERIVED: only the mean accepted length per task is published; alpha_k has the DSpark "
              f"paper's {spec.family} shape ({SHAPE[spec.family]}; slope {SLOPE[spec.family]:+.4f} per "
              f"position), level solved per task so that 1 + sum_k prod_(i<=k) alpha_i over "
-             f"{spec.gamma} positions equals the published tau (sim/paper_acceptance.py solve_rates)")
+             f"{spec.gamma} positions equals the published tau (sim/acceptance/paper.py solve_rates)")
     extra = {"source": spec.source, "source_url": spec.url, "published": published, "derived": derived,
              "shape": shape, "tasks_from": {t: TASK_BENCHMARKS[t] for t in spec.taus}, "notes": WRITER,
              "drafter_checkpoint": spec.checkpoint}
