@@ -21,7 +21,9 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
                                               an MoE target (family moe; with where they came from)
           split_prior?: {cost_model, spread, basis, how},   the prior on how the baseline's
                                               per-request slope splits between per-token and
-                                              per-request cost (published/predict.py)
+                                              per-request cost (published/predict.py);
+                                              cost_model: a shipped cost model's name or a
+                                              .cost.yaml file relative to the case file
           roofline?: {model, gpu, tp?, dtype?, spread, basis, how}}   the roofline of the
                                               same model and GPU: the fit's priors and the
                                               draft costs, as `profile fit --roofline` takes them
@@ -167,14 +169,20 @@ def _at_loads(check: FieldChecker, spec: Any, key: str, loads: list[int]) -> tup
 
 
 def _split_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
-    """fit.split_prior: a shipped published cost model whose per-request / per-token split is the
-    prior's centre, the prior's log-normal spread, and where that choice came from."""
+    """fit.split_prior: a published cost model (shipped, by name, or a .cost.yaml file, relative to
+    the case file) whose per-request / per-token split is the prior's centre, the prior's
+    log-normal spread, and where that choice came from."""
     spec = check.mapping(spec, "fit.split_prior")
     name = _text(check, spec, "cost_model", "fit.split_prior")
     shipped = shipped_cost_model_paths()
     if name not in shipped:
-        raise check.fail("fit.split_prior.cost_model",
-                         f"no shipped cost model {name!r} (shipped: {', '.join(shipped)})")
+        path = Path(check.file).parent / name if check.file is not None else Path(name)
+        if not (name.endswith(".cost.yaml") and path.is_file()):
+            raise check.fail("fit.split_prior.cost_model",
+                             f"no shipped cost model {name!r} (shipped: {', '.join(shipped)}) and no "
+                             f"cost-model file {str(path)!r} (a path ending in .cost.yaml, relative "
+                             "to the case file)")
+        name = str(path.resolve())
     spread = check.number(check.require(spec, "spread", "fit.split_prior"), "fit.split_prior.spread",
                           0.0, exclusive=True)
     return {"cost_model": name, "spread": spread, "basis": _basis(check, spec, "fit.split_prior"),

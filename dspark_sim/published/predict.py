@@ -79,8 +79,8 @@ def case_split(case: Case) -> SplitPrior | None:
         return None
     cm = resolve_cost_model(spec["cost_model"], field="fit.split_prior.cost_model")
     return SplitPrior(cm.target["c_kv"] / cm.target["c_compute"], spec["spread"],
-                      f"{spec['basis']}: {spec['how']}; the ratio is {spec['cost_model']}'s c_kv x "
-                      f"context / c_compute")
+                      f"{spec['basis']}: {spec['how']}; the ratio is {Path(spec['cost_model']).name}'s "
+                      f"c_kv x context / c_compute")
 
 
 def fit_config(case: Case, effort: dict) -> FitConfig:

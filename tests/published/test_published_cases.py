@@ -159,6 +159,27 @@ def test_split_prior_is_checked_by_the_loader(tmp_path, edit, field):
     assert field in str(err.value) and err.value.line
 
 
+def test_split_prior_takes_a_cost_model_file_beside_the_case(tmp_path):
+    """A case written by a user names its own cost model by a path relative to the case file; the
+    prior's ratio is that file's c_kv / c_compute, and a path that is not there names the field."""
+    from dspark_sim.published.cost_models import shipped_cost_models
+    from dspark_sim.published.predict import case_split
+
+    cm = yaml.safe_load(shipped_cost_models()[0].read_text())
+    cm["name"] = "mine"
+    cm["target"]["c_kv"] = 1e-9
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.cost.yaml").write_text(yaml.safe_dump(cm, sort_keys=False))
+    path = _broken(tmp_path, lambda d: d["fit"]["split_prior"].update(cost_model="models/mine.cost.yaml"))
+    split = case_split(load_case(path))
+    assert split.ratio_per_context_token == pytest.approx(1e-9 / cm["target"]["c_compute"])
+    assert "mine.cost.yaml" in split.source
+    missing = _broken(tmp_path, lambda d: d["fit"]["split_prior"].update(cost_model="models/none.cost.yaml"))
+    with pytest.raises(InputError) as err:
+        load_case(missing)
+    assert "fit.split_prior.cost_model" in str(err.value) and "none.cost.yaml" in str(err.value)
+
+
 def test_split_centres_keep_the_cost_per_added_user_and_take_the_published_ratio():
     from dspark_sim.published.predict import case_split
     from dspark_sim.sweep.split_prior import request_share, split_centres
