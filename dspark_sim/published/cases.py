@@ -66,10 +66,11 @@ from ..profiles.cudagraph import CudaGraph
 from ..profiles.validate import FieldChecker
 from ..sim.speculation.registry import check_policy_name
 from .case_acceptance import ArmAcceptance, arm_acceptance
+from .cost_models import PUBLISHED_DIR, load_cost_model, shipped_cost_model_paths
 from .provenance import basis as _basis, text as _text
 
 CASE_SCHEMA = "dspark-sim/published-case/v1"
-CASES_DIR = Path(__file__).resolve().parent.parent / "data" / "published_cases"
+CASES_DIR = PUBLISHED_DIR
 _SETUP_REQUIRED = ("model", "hardware", "engine", "dataset", "load")
 
 
@@ -182,6 +183,7 @@ def _split_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
                              f"no shipped cost model {name!r} (shipped: {', '.join(shipped)}) and no "
                              f"cost-model file {str(path)!r} (a path ending in .cost.yaml, relative "
                              "to the case file)")
+        load_cost_model(path)                     # checked here: its errors name its own lines
         name = str(path.resolve())
     spread = check.number(check.require(spec, "spread", "fit.split_prior"), "fit.split_prior.spread",
                           0.0, exclusive=True)
@@ -327,12 +329,6 @@ def load_case(path: str | Path) -> Case:
 def shipped_cases() -> dict[str, Path]:
     """Case name (file stem) -> path of every shipped case."""
     return {p.name[:-len(".case.yaml")]: p for p in sorted(CASES_DIR.glob("*.case.yaml"))}
-
-
-def shipped_cost_model_paths() -> dict[str, Path]:
-    """Name (file stem) -> path of every shipped published cost model (*.cost.yaml, beside the
-    cases; read by published/cost_models.py)."""
-    return {p.name[:-len(".cost.yaml")]: p for p in sorted(CASES_DIR.glob("*.cost.yaml"))}
 
 
 def resolve_cases(names: list[str]) -> list[Case]:

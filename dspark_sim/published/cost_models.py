@@ -9,9 +9,9 @@ from pathlib import Path
 from ..errors import InputError
 from ..fileio import read_yaml
 from ..profiles.validate import FieldChecker
-from .cases import shipped_cost_model_paths
 
 COST_SCHEMA = "dspark-sim/published-cost-model/v1"
+PUBLISHED_DIR = Path(__file__).resolve().parent.parent / "data" / "published_cases"
 _TARGET = ("c_kv", "c_compute", "c_fixed", "overhead_per_step")
 _DRAFT = ("c_kv", "c_spec_token", "c_fixed")
 
@@ -58,6 +58,12 @@ def load_cost_model(path: str | Path) -> CostModel:
                      check.integer(check.require(cmp_, "context_tokens_per_request", "compare"),
                                    "compare.context_tokens_per_request", 0),
                      check.integer(check.require(cmp_, "drafts", "compare"), "compare.drafts", 1), str(path))
+
+
+def shipped_cost_model_paths() -> dict[str, Path]:
+    """Name (file stem) -> path of every shipped published cost model (*.cost.yaml, beside the
+    published cases)."""
+    return {p.name[:-len(".cost.yaml")]: p for p in sorted(PUBLISHED_DIR.glob("*.cost.yaml"))}
 
 
 def shipped_cost_models() -> list[Path]:

@@ -178,6 +178,12 @@ def test_split_prior_takes_a_cost_model_file_beside_the_case(tmp_path):
     with pytest.raises(InputError) as err:
         load_case(missing)
     assert "fit.split_prior.cost_model" in str(err.value) and "none.cost.yaml" in str(err.value)
+    del cm["target"]["c_compute"]                  # a malformed file is caught when the case loads
+    (tmp_path / "models" / "bad.cost.yaml").write_text(yaml.safe_dump(cm, sort_keys=False))
+    bad = _broken(tmp_path, lambda d: d["fit"]["split_prior"].update(cost_model="models/bad.cost.yaml"))
+    with pytest.raises(InputError) as err:
+        load_case(bad)
+    assert "bad.cost.yaml" in str(err.value) and "target.c_compute" in str(err.value) and err.value.line
 
 
 def test_split_centres_keep_the_cost_per_added_user_and_take_the_published_ratio():
