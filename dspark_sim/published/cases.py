@@ -66,11 +66,11 @@ from ..profiles.cudagraph import CudaGraph
 from ..profiles.validate import FieldChecker
 from ..sim.speculation.registry import check_policy_name
 from .case_acceptance import ArmAcceptance, arm_acceptance
-from .cost_models import PUBLISHED_DIR, load_cost_model, shipped_cost_model_paths
+from .cost_models import (PUBLISHED_DIR, find_cost_model, load_cost_model, shipped_cost_model_paths,
+                          unknown_cost_model)
 from .provenance import basis as _basis, text as _text
 
 CASE_SCHEMA = "dspark-sim/published-case/v1"
-CASES_DIR = PUBLISHED_DIR
 _SETUP_REQUIRED = ("model", "hardware", "engine", "dataset", "load")
 
 
@@ -175,14 +175,11 @@ def _split_prior(check: FieldChecker, spec: Any) -> dict[str, Any]:
     log-normal spread, and where that choice came from."""
     spec = check.mapping(spec, "fit.split_prior")
     name = _text(check, spec, "cost_model", "fit.split_prior")
-    shipped = shipped_cost_model_paths()
-    if name not in shipped:
-        path = Path(check.file).parent / name if check.file is not None else Path(name)
-        if not (name.endswith(".cost.yaml") and path.is_file()):
-            raise check.fail("fit.split_prior.cost_model",
-                             f"no shipped cost model {name!r} (shipped: {', '.join(shipped)}) and no "
-                             f"cost-model file {str(path)!r} (a path ending in .cost.yaml, relative "
-                             "to the case file)")
+    base = Path(check.file).parent if check.file is not None else None
+    path = find_cost_model(name, base)
+    if path is None:
+        raise check.fail("fit.split_prior.cost_model", unknown_cost_model(name, base))
+    if name not in shipped_cost_model_paths():
         load_cost_model(path)                     # checked here: its errors name its own lines
         name = str(path.resolve())
     spread = check.number(check.require(spec, "spread", "fit.split_prior"), "fit.split_prior.spread",
@@ -328,7 +325,7 @@ def load_case(path: str | Path) -> Case:
 
 def shipped_cases() -> dict[str, Path]:
     """Case name (file stem) -> path of every shipped case."""
-    return {p.name[:-len(".case.yaml")]: p for p in sorted(CASES_DIR.glob("*.case.yaml"))}
+    return {p.name[:-len(".case.yaml")]: p for p in sorted(PUBLISHED_DIR.glob("*.case.yaml"))}
 
 
 def resolve_cases(names: list[str]) -> list[Case]:

@@ -70,13 +70,29 @@ def shipped_cost_models() -> list[Path]:
     return list(shipped_cost_model_paths().values())
 
 
+def find_cost_model(name: str, relative_to: Path | None = None) -> Path | None:
+    """Where a cost model named in an option or a case lives: a shipped model by name (file stem
+    without .cost.yaml), else a cost-model file (relative to `relative_to` when given); None when
+    there is neither."""
+    shipped = shipped_cost_model_paths().get(name)
+    if shipped is not None:
+        return shipped
+    path = Path(relative_to) / name if relative_to is not None else Path(name)
+    return path if path.is_file() else None
+
+
+def unknown_cost_model(name: str, relative_to: Path | None = None) -> str:
+    """The message for a cost model `find_cost_model` did not find."""
+    where = f" (relative to {str(relative_to)!r})" if relative_to is not None else ""
+    return (f"no shipped cost model {name!r} (shipped: {', '.join(shipped_cost_model_paths())}) and "
+            f"no cost-model file {name!r}{where}")
+
+
 def resolve_cost_model(name: str, field: str = "cost-model") -> CostModel:
     """A shipped cost model by name (file stem without .cost.yaml) or a cost-model file."""
-    shipped = shipped_cost_model_paths()
-    path = shipped.get(name) or Path(name)
-    if not path.exists():
-        raise InputError(f"unknown published cost model {name!r}; shipped: {', '.join(shipped)} "
-                         "(or a .cost.yaml file)", field=field)
+    path = find_cost_model(name)
+    if path is None:
+        raise InputError(unknown_cost_model(name), field=field)
     return load_cost_model(path)
 
 
