@@ -8,14 +8,18 @@ iterations (no prefill, all R requests decoding) are kept, grouped by the iterat
 generation tokens (R + the drafts scheduled), and timed as model time + the burst's engine
 overhead per iteration (span minus summed model time, over its iterations), so a profile step
 is what one iteration costs on the serving clock. Prefill points are one request's
-prompt of L tokens (one iteration). With a speculative config the bursts alternate random
-prompts (the n-gram drafter rarely matches: 1 token per request) and prompts made of one
+prompt of L tokens (one iteration). With a speculative config a speculative server runs beside
+the plain one, and each decode point is timed on both in turn (same prompts, seconds apart, the
+order alternating), so the proposer's cost, their difference, is not a drift of the machine's
+speed between two grids timed many minutes apart. The speculative server's bursts alternate
+random prompts (the n-gram drafter rarely matches: 1 token per request) and prompts made of one
 repeated random block (it matches: 1 + K), so both widths are measured on the same server.
 The profile is then fitted exactly as `dspark-sim profile` fits our own engine (hardware/fit.py).
 """
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -96,51 +100,83 @@ class PointRecord:
                 "iterations": self.iterations}
 
 
-def profile_vllm(server: VLLMServer, grid: VLLMGrid, vocab: int, speculative: bool, seed: int = 0,
-                 progress: Callable[[], None] | None = None,
-                 prefill: bool = True) -> tuple[list[Timing], list[PointRecord]]:
-    """Time decode bursts (and prefill prompts) on a running server; Timings for the fit."""
+class BurstTimer:
+    """One server's bursts and what they measured: its log cursor, its samples per point (decode
+    keys hold the iteration's tokens, R requests some of which draft; prefill keys the width)
+    and a record of every decode burst."""
+
+    def __init__(self, server: VLLMServer, grid: VLLMGrid, label: str) -> None:
+        self.server, self.grid, self.label = server, grid, label
+        self.cursor = LogCursor(server.log_path)
+        self.samples: dict[tuple, list[float]] = {}
+        self.records: list[PointRecord] = []
+
+    def burst(self, prompts: list[list[int]], max_tokens: int):
+        return _burst(self.server, prompts, max_tokens, self.cursor)
+
+    def decode(self, context: int, prompts: list[list[int]], kind: str) -> None:
+        """R = len(prompts) requests of `context` tokens decoding together: the steady
+        iterations (no prefill, all R decoding) grouped by their tokens, each + the burst's
+        overhead per iteration."""
+        r, steps = len(prompts), self.grid.decode_steps
+        recs, it = self.burst(prompts, steps + 1)
+        steady = it[(it.ctx_requests == 0) & (it.gen_requests == r)]
+        if steady.empty or not len(it):
+            return
+        overhead = _overhead(recs, it)
+        model = float(np.median(steady.elapsed_ms)) / 1e3
+        self.records.append(PointRecord("decode", r, context, kind, model, model + overhead, len(steady)))
+        for tokens, group in steady.groupby("gen_tokens"):
+            key = ("decode", r, int(tokens), context + steps // 2)
+            self.samples.setdefault(key, []).extend((group.elapsed_ms.to_numpy() / 1e3 + overhead).tolist())
+
+    def prefill(self, prompt: list[int]) -> None:
+        """One request's prompt in one iteration, + the median overhead of one-request bursts."""
+        one = [p for p in self.records if p.requests == 1]
+        overhead1 = float(np.median([p.period_s - p.model_s for p in one])) if one else 0.0
+        _, it = self.burst([prompt], 1)
+        pre = it[(it.ctx_requests == 1) & (it.ctx_tokens == len(prompt))]
+        if not pre.empty:
+            key = ("prefill", 1, len(prompt), 0)
+            self.samples.setdefault(key, []).extend((pre.elapsed_ms.to_numpy() / 1e3 + max(overhead1, 0.0)).tolist())
+
+    def timings(self) -> list[Timing]:
+        timings = [Timing(op, r, max(n // r, 1), c, s, tokens=n) if op == "decode" else Timing(op, r, n, c, s)
+                   for (op, r, n, c), s in sorted(self.samples.items())]
+        if not timings:
+            raise EngineError(f"no iteration details in the vLLM log; was it started with "
+                              f"--enable-logging-iteration-details?\n{self.server.log_tail()}")
+        return timings
+
+
+def profile_side_by_side(timers: list[BurstTimer], grid: VLLMGrid, vocab: int, seed: int = 0,
+                         progress: Callable[[], None] | None = None) -> None:
+    """Time every decode point on each server in turn (the plain server first at even points of
+    the walk, last at odd ones), so the servers are compared on the same prompts within seconds
+    of each other, not one whole grid apart while the machine's speed drifts; then the prefill
+    prompts on the first. A speculative server (its label is not "plain") also decodes prompts
+    made of one repeated block, where its n-gram drafter matches."""
     rng = np.random.default_rng(seed)
     tick = progress or (lambda: None)
-    cursor = LogCursor(server.log_path)
-    kinds = ("random", "repeated") if speculative else ("random",)
-    for _ in range(grid.warmup):                                   # first calls pay set-up
-        _burst(server, [_prompt(rng, vocab, 64, False) for _ in range(2)], 8, cursor)
-    samples: dict[tuple, list[float]] = {}
-    records: list[PointRecord] = []
+    for timer in timers:
+        for _ in range(grid.warmup):                               # first calls pay set-up
+            timer.burst([_prompt(rng, vocab, 64, False) for _ in range(2)], 8)
+    walk = 0
     for _ in range(grid.repeats):
         for c in grid.contexts:
             for r in grid.batches:
-                for kind in kinds:
-                    prompts = [_prompt(rng, vocab, c, kind == "repeated") for _ in range(r)]
-                    recs, it = _burst(server, prompts, grid.decode_steps + 1, cursor)
-                    steady = it[(it.ctx_requests == 0) & (it.gen_requests == r)]
-                    if not steady.empty and len(it):
-                        overhead = _overhead(recs, it)
-                        model = float(np.median(steady.elapsed_ms)) / 1e3
-                        records.append(PointRecord("decode", r, c, kind, model, model + overhead,
-                                                   len(steady)))
-                        for tokens, group in steady.groupby("gen_tokens"):
-                            key = ("decode", r, int(tokens), c + grid.decode_steps // 2)
-                            samples.setdefault(key, []).extend(
-                                (group.elapsed_ms.to_numpy() / 1e3 + overhead).tolist())
+                random = [_prompt(rng, vocab, c, False) for _ in range(r)]
+                repeated = [_prompt(rng, vocab, c, True) for _ in range(r)]
+                for timer in (timers if walk % 2 == 0 else timers[::-1]):
+                    timer.decode(c, random, "random")
                     tick()
-        one = [p for p in records if p.requests == 1]
-        overhead1 = float(np.median([p.period_s - p.model_s for p in one])) if one else 0.0
-        for length in grid.prefill_chunks if prefill else ():
-            _, it = _burst(server, [_prompt(rng, vocab, length, False)], 1, cursor)
-            pre = it[(it.ctx_requests == 1) & (it.ctx_tokens == length)]
-            if not pre.empty:
-                key = ("prefill", 1, length, 0)
-                samples.setdefault(key, []).extend((pre.elapsed_ms.to_numpy() / 1e3 + max(overhead1, 0.0)).tolist())
+                    if timer.label != "plain":
+                        timer.decode(c, repeated, "repeated")
+                        tick()
+                walk += 1
+        for length in grid.prefill_chunks:
+            timers[0].prefill(_prompt(rng, vocab, length, False))
             tick()
-    # decode keys hold the iteration's tokens (R requests, some drafting); prefill keys the width
-    timings = [Timing(op, r, max(n // r, 1), c, s, tokens=n) if op == "decode" else Timing(op, r, n, c, s)
-               for (op, r, n, c), s in sorted(samples.items())]
-    if not timings:
-        raise EngineError(f"no iteration details in the vLLM log; was it started with "
-                          f"--enable-logging-iteration-details?\n{server.log_tail()}")
-    return timings, records
 
 
 def split_proposer(plain: list[Timing], spec: list[Timing], kind: str) -> tuple[list[Timing], list[Timing]]:
@@ -194,8 +230,8 @@ def measure_vllm_profile(target: str, speculative: str | None, drafter: str, gri
                          name: str | None, seed: int, vllm_python: str | None, limits: ServerLimits,
                          note: Callable[[str], None] = lambda s: None,
                          progress: Callable[[str, int, int], None] | None = None) -> VLLMProfileRun:
-    """`profile --engine vllm`: start a plain vLLM server (and a speculative one when
-    `speculative` names a policy), time both over `grid`, split the proposer's cost off,
+    """`profile --engine vllm`: start a plain vLLM server (and a speculative one beside it when
+    `speculative` names a policy), time them side by side over `grid`, split the proposer's cost off,
     fit the profile as `dspark-sim profile` fits ours. `note` gets one line per server
     started and ready; `progress(label, done, total)` one call per timed point."""
     import tempfile
@@ -221,17 +257,20 @@ def measure_vllm_profile(target: str, speculative: str | None, drafter: str, gri
             progress("timing vLLM", done[0], total)
     if progress:
         progress("timing vLLM", 0, total)
-    for label, cfg in runs:
-        spec = server_spec(model, cfg, limits)
-        log = Path(tempfile.mkdtemp(prefix=f"vllm-profile-{label}-")) / "vllm.log"
-        note(f"starting a {label} vLLM server ({python}) on 127.0.0.1; log {log}")
-        with VLLMServer(spec, python, log) as server:
+    with ExitStack() as stack:
+        timers = []
+        for label, cfg in runs:
+            log = Path(tempfile.mkdtemp(prefix=f"vllm-profile-{label}-")) / "vllm.log"
+            note(f"starting a {label} vLLM server ({python}) on 127.0.0.1; log {log}")
+            server = stack.enter_context(VLLMServer(server_spec(model, cfg, limits), python, log))
             note(f"vLLM ready after {server.start_s:.0f} s")
-            timed[label], records = profile_vllm(server, grid, vocab, cfg is not None, seed, tick,
-                                                 prefill=cfg is None)
             starts.append(round(server.start_s, 1))
-        records_all += [{"server": label, **r.as_dict()} for r in records]
-        log_texts.append(log.read_text(errors="replace"))
+            timers.append(BurstTimer(server, grid, label))
+        profile_side_by_side(timers, grid, vocab, seed, tick)
+        for timer in timers:
+            timed[timer.label] = timer.timings()
+            records_all += [{"server": timer.label, **r.as_dict()} for r in timer.records]
+            log_texts.append(timer.server.log_path.read_text(errors="replace"))
     timings, draft_timings = timed["plain"], []
     if spec_cfg:
         timings, draft_timings = split_proposer(timed["plain"], timed["speculative"],

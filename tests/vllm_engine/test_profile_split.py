@@ -21,3 +21,37 @@ def test_proposer_cost_is_taken_off_verify_steps_and_becomes_draft_time():
     assert verify[0].samples_s == pytest.approx([0.071, 0.073])
     assert verify[1].samples_s == pytest.approx([0.090 - (0.004 + 0.004 / 3)])
     assert all(t in steps for t in plain)                 # plain points are kept as measured
+
+
+def test_side_by_side_times_each_point_on_every_server_in_alternating_order():
+    """Each decode point goes to the plain and the speculative server back to back, on the same
+    random prompts, the order flipping from point to point; prefill goes to the plain server."""
+    from dspark_sim.vllm.profile import VLLMGrid, profile_side_by_side
+
+    calls = []
+
+    class FakeTimer:
+        def __init__(self, label):
+            self.label = label
+
+        def burst(self, prompts, max_tokens):
+            calls.append((self.label, "warmup", len(prompts)))
+
+        def decode(self, context, prompts, kind):
+            calls.append((self.label, kind, context, len(prompts), tuple(map(tuple, prompts))))
+
+        def prefill(self, prompt):
+            calls.append((self.label, "prefill", len(prompt)))
+
+    grid = VLLMGrid(batches=(1, 2), contexts=(8,), prefill_chunks=(4,), repeats=1, warmup=1)
+    ticks = []
+    profile_side_by_side([FakeTimer("plain"), FakeTimer("speculative")], grid, vocab=1000,
+                         progress=lambda: ticks.append(1))
+    decodes = [c for c in calls if c[1] in ("random", "repeated")]
+    assert [(c[0], c[1], c[3]) for c in decodes] == [
+        ("plain", "random", 1), ("speculative", "random", 1), ("speculative", "repeated", 1),
+        ("speculative", "random", 2), ("speculative", "repeated", 2), ("plain", "random", 2)]
+    same = {c[3]: c[4] for c in decodes if c[0] == "plain"}
+    assert all(c[4] == same[c[3]] for c in decodes if c[1] == "random")   # the same prompts
+    assert calls[-1] == ("plain", "prefill", 4)
+    assert len(ticks) == grid.points(speculative=True)
