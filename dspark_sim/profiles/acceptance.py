@@ -22,6 +22,8 @@ class EmpiricalRequest:
     accepted: np.ndarray                    # (steps,) ints in 0..gamma
     confidence: np.ndarray | None = None    # (steps, gamma) calibrated conditional confidences
     drafted: np.ndarray | None = None       # (steps,) drafts proposed, accepted..gamma; None = gamma
+    request_id: str | None = None           # the trace request it was measured on (a replay of
+                                            # that trace walks this record for that request)
 
 
 @dataclass
@@ -83,6 +85,8 @@ class AcceptanceProfile:
                 reqs = []
                 for r in t.requests:
                     item: dict[str, Any] = {"accepted": [int(v) for v in r.accepted]}
+                    if r.request_id is not None:
+                        item = {"id": r.request_id, **item}
                     if r.drafted is not None:
                         item["drafted"] = [int(v) for v in r.drafted]
                     if r.confidence is not None:
@@ -150,7 +154,7 @@ def _task(check: FieldChecker, spec: Any, prefix: str, gamma: int) -> TaskAccept
     raw = check.require(spec, "requests", prefix)
     if not isinstance(raw, list) or not raw:
         raise check.fail(f"{prefix}.requests", "expected a non-empty list of measured requests")
-    requests = []
+    requests, seen = [], {}
     for i, item in enumerate(raw):
         field_ = f"{prefix}.requests[{i}]"
         item = check.mapping(item, field_)
@@ -171,7 +175,13 @@ def _task(check: FieldChecker, spec: Any, prefix: str, gamma: int) -> TaskAccept
             if not np.all((conf >= 0) & (conf <= 1)):
                 raise check.fail(f"{field_}.confidence", "values must lie in [0, 1]")
         drafted = _drafted(check, item.get("drafted"), accepted, f"{field_}.drafted", gamma)
-        requests.append(EmpiricalRequest(np.asarray(accepted, dtype=np.int64), conf, drafted))
+        rid = item.get("id")
+        if rid is not None:
+            rid = check.string(rid, f"{field_}.id")
+            if rid in seen:
+                raise check.fail(f"{field_}.id", f"{rid!r} is also requests[{seen[rid]}]'s id")
+            seen[rid] = i
+        requests.append(EmpiricalRequest(np.asarray(accepted, dtype=np.int64), conf, drafted, rid))
     return TaskAcceptance("empirical", requests=requests)
 
 

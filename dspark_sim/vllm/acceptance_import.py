@@ -60,8 +60,11 @@ def detect(path: str | Path) -> str:
 
 def import_vllm(files: list[Path], name: str, kind: str = "auto", rule: TaskRule | None = None,
                 before: list[Path] | None = None, model_name: str | None = None,
-                drafter_kind: str = "") -> ImportResult:
-    """Read vLLM scrapes or per-request records into an acceptance profile (nothing is written)."""
+                drafter_kind: str = "", keep_ids: bool = False) -> ImportResult:
+    """Read vLLM scrapes or per-request records into an acceptance profile (nothing is written).
+    `keep_ids`: each empirical request keeps its record's key as `id` (records of a trace
+    replay, keyed by the trace's request ids), so a replay of that trace walks each request's
+    own measured steps."""
     if kind not in KINDS:
         raise InputError(f"expected one of {', '.join(KINDS)}, got {kind!r}", field="kind")
     if not files:
@@ -82,7 +85,7 @@ def import_vllm(files: list[Path], name: str, kind: str = "auto", rule: TaskRule
         return _from_scrapes(files, before, name, rule.name or "default", model_name, drafter_kind)
     if before:
         raise InputError("--before differences Prometheus scrapes, not JSONL records", field="before")
-    return _from_records(files, name, kind, rule, drafter_kind)
+    return _from_records(files, name, kind, rule, drafter_kind, keep_ids)
 
 
 def _from_scrapes(files: list[Path], before: list[Path], name: str, task: str,
@@ -118,7 +121,7 @@ def _scrape_summary(report: TaskReport) -> dict[str, Any]:
 
 
 def _from_records(files: list[Path], name: str, kind: str, rule: TaskRule,
-                  drafter_kind: str) -> ImportResult:
+                  drafter_kind: str, keep_ids: bool = False) -> ImportResult:
     """Every request's steps, per task: empirical requests, or their tallies as a parametric task."""
     read = RecordsRead()
     for path in files:
@@ -128,6 +131,10 @@ def _from_records(files: list[Path], name: str, kind: str, rule: TaskRule,
     counts: dict[str, SpecDecodeCounts] = {}
     steps: Counter[str] = Counter()
     short = 0
+    keys = Counter(r.key for r in read.requests)
+    if keep_ids and (None in keys or any(n > 1 for n in keys.values())):
+        raise InputError("records without a key, or two with the same one: no request ids to keep",
+                         file=files[0])
     for req in read.requests:
         accepted, drafted = req.steps()
         tally = counts.setdefault(req.task, SpecDecodeCounts(gamma))
@@ -138,7 +145,8 @@ def _from_records(files: list[Path], name: str, kind: str, rule: TaskRule,
             continue
         steps[req.task] += len(accepted)
         by_task.setdefault(req.task, []).append(
-            EmpiricalRequest(accepted, None, None if np.all(drafted == gamma) else drafted))
+            EmpiricalRequest(accepted, None, None if np.all(drafted == gamma) else drafted,
+                             req.key if keep_ids else None))
     if not by_task:
         raise InputError("no request took a decode step (every request has <= 1 completion token)",
                          file=files[0])

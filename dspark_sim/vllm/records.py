@@ -44,6 +44,7 @@ class RequestSteps:
     spec_drafted: list[int] = field(default_factory=list)
     token_field: str = "completion_tokens"
     gamma_field: str = "num_spec_tokens"
+    key: str | None = None                # the record's request key (AIPerf: its conversation id)
 
     def steps(self) -> tuple[np.ndarray, np.ndarray]:
         """(accepted, drafted) per decode step, the no-draft steps placed in (see `interleave`)."""
@@ -127,6 +128,19 @@ class TaskRule:
                              line=line, field=path)
         return self.mapping[str(value)]
 
+    def key_of(self, rec: dict, source: str) -> str | None:
+        """The record's request key (the field a task map is keyed by; AIPerf: the conversation
+        id, which a trace replay sets to the trace request's id), None when it has none."""
+        try:
+            return _key_text(lookup(rec, self.path if self.mapping is not None and self.path
+                                    else _DEFAULT_KEY[source]))
+        except KeyError:
+            return None
+
+
+def _key_text(value: Any) -> str | None:
+    return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "" else None
+
 
 def load_task_map(path: str | Path) -> dict[str, str]:
     """A task map: a JSON object of record key -> task name."""
@@ -175,6 +189,7 @@ def read_records(path: str | Path, rule: TaskRule, into: RecordsRead | None = No
             raise InputError("neither a vLLM response (choices, usage) nor an AIPerf record "
                              "(metadata, metrics)", file=file, line=line)
         req.task = rule.task_of(rec, source, file, line)
+        req.key = rule.key_of(rec, source)
         out.requests.append(req)
     if not found:
         raise InputError("no records (empty file)", file=file)

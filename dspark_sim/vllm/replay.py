@@ -189,7 +189,7 @@ def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
                     mapping={str(i): str(t) for i, t in zip(trace.ids, trace.task)}, map_file="trace")
     spec = json.loads((run / "summary.json").read_text()).get("speculative_config") or {}
     prof = import_vllm([export], f"vllm-{policy}", kind="empirical", rule=rule,
-                       drafter_kind=drafter_kind(spec)).profile
+                       drafter_kind=drafter_kind(spec), keep_ids=True).profile
     path = run / "acceptance.json"
     prof.save(path)
     return prof, str(path)

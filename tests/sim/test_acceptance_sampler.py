@@ -38,3 +38,27 @@ def test_draws_depend_on_seed_request_and_step_only():
     rows = np.array([0, 1, 2])
     np.testing.assert_array_equal(a.accepted(rows, steps), b.accepted(rows, steps))
     np.testing.assert_array_equal(a.accepted(rows[1:], steps[1:, 3:6]), b.accepted(rows, steps)[1:, 3:6])
+
+
+def test_a_request_measured_on_this_trace_walks_its_own_record():
+    """Records that name the trace request they were measured on go to that request (a replay
+    of the trace they came from); requests no record names draw one from the seed; the id
+    survives a save and load, and two records with one id are refused."""
+    import pytest
+
+    from dspark_sim.errors import InputError
+    from dspark_sim.profiles.acceptance import AcceptanceProfile
+
+    records = [{"id": f"r{k}", "accepted": [k] * 4} for k in range(4)]
+    prof = empirical({"code": records}, gamma=3)
+    ids = np.array(["r3", "r0", "r2", "r1", "other"])
+    steps = np.arange(3)[None, :].repeat(5, axis=0)
+    for seed in (0, 1, 2):
+        sampler = AcceptanceSampler(prof, np.array(["code"] * 5), np.full(5, 20), seed=seed, request_ids=ids)
+        got = sampler.accepted(np.arange(5), steps)
+        np.testing.assert_array_equal(got[:4, 0], [3, 0, 2, 1])
+        assert got[4, 0] in (0, 1, 2, 3)
+    again = AcceptanceProfile.from_dict(prof.to_dict())
+    assert [r.request_id for r in again.tasks["code"].requests] == ["r0", "r1", "r2", "r3"]
+    with pytest.raises(InputError, match="requests\\[1\\].id"):
+        empirical({"code": [{"id": "a", "accepted": [1]}, {"id": "a", "accepted": [2]}]}, gamma=3)

@@ -93,6 +93,12 @@ def test_task_from_field_or_map(tmp_path):
         read_records(AIPERF, TaskRule(mapping=load_task_map(partial), map_file=str(partial)))
     assert err.value.line == 2 and err.value.field == "metadata.conversation_id"
     assert read_records(AIPERF, TaskRule(name="gsm8k")).requests[5].task == "gsm8k"
+    # a trace replay's records keep their keys as request ids (validate --engine vllm), else not
+    kept = import_vllm([AIPERF], "x", kind="empirical", rule=TaskRule(mapping=load_task_map(mapping),
+                       map_file=str(mapping)), keep_ids=True).profile
+    assert sorted(r.request_id for t in kept.tasks.values() for r in t.requests) == sorted(ids)
+    plain = import_vllm([AIPERF], "x", kind="empirical").profile
+    assert all(r.request_id is None for t in plain.tasks.values() for r in t.requests)
 
 
 def test_aiperf_record_without_spec_block_and_failed_records(tmp_path):

@@ -13,7 +13,9 @@ of (seed, request, step) only, so every policy and both engines see the same dra
   The runs, and so the acceptance, are the same as at rho = 0 (U is not changed); only what
   the confidences know about them is. rho = 0 gives the rates, rho -> 1 an oracle.
 - empirical: the request walks one measured request's steps in order (cycling when it needs
-  more); which measured request is drawn from the seed. Confidences are the measured ones
+  more); which measured request: the one measured on this very request when the profile names
+  the trace's request ids (`id`, a replay of the trace it was measured on), else one drawn from
+  the seed. Confidences are the measured ones
   when the profile has them, else the task's measured conditional acceptance. A step whose
   measured `drafted` is below gamma (an n-gram drafter found a shorter match, or none)
   verifies at most that many drafts; only the reference engine applies this cap.
@@ -56,7 +58,7 @@ class AcceptanceSampler:
     _PER_REQUEST = ("task_index", "_param", "_slots", "_offset", "_emp_start", "_emp_len")
 
     def __init__(self, profile: AcceptanceProfile, tasks: np.ndarray, output_tokens: np.ndarray,
-                 seed: int, pad: int = 0) -> None:
+                 seed: int, pad: int = 0, request_ids=None) -> None:
         self.gamma = g = profile.gamma
         specs: list[TaskAcceptance] = []
         index_of: dict[str, int] = {}
@@ -101,6 +103,7 @@ class AcceptanceSampler:
         self._emp_bytes: bytes | None = None
         # Empirical: all measured requests of all tasks end to end; each request picks one.
         starts, lengths, acc, surv, capped = [], [], [], [], []
+        own: dict[tuple[int, str], int] = {}      # (task, measured request id) -> its record
         first = np.zeros(len(specs), dtype=np.int64)
         count = np.zeros(len(specs), dtype=np.int64)
         pos = 0
@@ -110,6 +113,8 @@ class AcceptanceSampler:
                 continue
             count[k] = len(spec.requests)
             for req in spec.requests:
+                if getattr(req, "request_id", None) is not None:
+                    own[(k, req.request_id)] = len(starts)
                 conf = req.confidence if req.confidence is not None else \
                     np.broadcast_to(spec.conditional_accept(g), (len(req.accepted), g))
                 starts.append(pos)
@@ -127,6 +132,9 @@ class AcceptanceSampler:
         self._emp_drafted = np.concatenate(capped) if capped else np.full(1, g, np.int64)
         self.caps_drafts = bool((self._emp_drafted < g).any())
         pick = first[self.task_index] + (rng.random(n) * count[self.task_index]).astype(np.int64)
+        if own and request_ids is not None:
+            for row, rid in enumerate(map(str, request_ids)):
+                pick[row] = own.get((int(self.task_index[row]), rid), pick[row])
         starts_a = np.asarray(starts + [0], dtype=np.int64)
         lengths_a = np.asarray(lengths + [1], dtype=np.int64)
         emp = ~self._param

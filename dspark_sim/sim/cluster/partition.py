@@ -99,7 +99,8 @@ def simulate_partitioned(trace: Trace, policy: str, hw: HardwareProfile,
     check_kv_fits(table, hw, kv_semantics, gamma)      # the whole trace's first offender
     traits = make_policy(policy, acceptance.gamma if acceptance is not None else 1,
                         schedule=schedule, hw=hw)
-    sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN) \
+    sampler = AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN,
+                                request_ids=table.ids) \
         if traits.speculative else None
     context = typical_context(table)
     shares = [rows for rows in split_trace(trace, replicas) if len(rows)]

@@ -58,7 +58,8 @@ class Cluster:
         sampler = None
         if traits.speculative:
             sampler = part.sampler if part is not None else \
-                AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN)
+                AcceptanceSampler(acceptance, table.task, table.output, seed, pad=MAX_RUN,
+                                request_ids=table.ids)
         # the scheduler's cost view: drafting as the policy drafts, and attention over the
         # trace's typical KV length of a decoding request (prompt + half the output)
         cost = IterationCost(hw, acceptance.drafter_kind if traits.speculative and acceptance else None,
