@@ -17,7 +17,8 @@ SMALL = ["--requests-per-user", "3", "--max-requests-per-user", "3", "--rounds",
 def test_every_shipped_case_loads_with_provenance():
     cases = shipped_cases()
     assert {"vllm-pr52362-dsv4-flash-mi350x", "dspark-paper-v4-flash-fig8", "dspark-paper-v4-pro-fig8",
-            "sglang-gpt-oss-120b-h100-eagle3-dflash", "vllm-blog-dsv4-pro-b300"} <= set(cases)
+            "sglang-gpt-oss-120b-h100-eagle3-dflash", "vllm-blog-dsv4-pro-b300",
+            "amd-blog-minimax-m25-mi355x-eagle3"} <= set(cases)
     for path in cases.values():
         case = load_case(path)
         assert case.source["url"].startswith("https://") and case.source["where"]
@@ -32,6 +33,8 @@ def test_issue_numbers_are_carried_as_published():
     case = load_case(shipped_cases()["vllm-pr52362-dsv4-flash-mi350x"])
     assert case.arm("none").throughput[-1] == 8878.57 and case.arm("fixed-k7").throughput[-1] == 7852.42
     assert case.per_gpu(case.arm("adaptive-k7"))[-1] == pytest.approx(13324.67 / 8)
+    amd = load_case(shipped_cases()["amd-blog-minimax-m25-mi355x-eagle3"])   # stated per GPU
+    assert list(amd.per_gpu(amd.arm("eagle3"))) == [161.7, 277.9, 436.9, 759.0, 1137.3] and amd.gpus == 4
 
 
 def test_flat_rate_solves_the_accept_length():
