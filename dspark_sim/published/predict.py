@@ -163,7 +163,10 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             draws = split_interval_draws(result, user_tokens_and_context(cal)[0], interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
-            _add_intervals(case, rows, _interval_runs(case, points, cfg, draws, paths, bounds), cfg, progress)
+            runs = _interval_runs(case, points, cfg, draws, paths, bounds)
+            if cfg.family.family == "moe":
+                runs.append(_per_token_reading(case, points, cfg, split, paths, bounds, progress))
+            _add_intervals(case, rows, runs, cfg, progress)
         budget_fits = fit_budgets(case, lambda arm: _points(case, arm, paths.get(arm.name)), result, cfg, progress)
         add_budget_rows(rows, budget_fits)
     if cfg.priors and case.fit.get("roofline"):
@@ -240,6 +243,27 @@ def _interval_runs(case: Case, points: list[LoadPoint], cfg: FitConfig, draws: l
         acc = {**paths, **bounds[side]} if side is not None else paths
         out.append((Calibration(points, run_cfg).profile(d), acc))
     return out
+
+
+def _per_token_reading(case: Case, points: list[LoadPoint], cfg: FitConfig, split: SplitPrior,
+                       paths: dict[str, str], bounds: dict[str, dict[str, str]],
+                       progress: Callable[[str], None] | None) -> tuple:
+    """The interval's least favourable run under the other reading of an MoE baseline arm.
+    The `moe` family explains a no-speculation arm's growth with load by the experts its tokens
+    touch, which saturates: at high load a verify step's extra tokens stream almost nothing
+    more. The arm cannot tell that from growth per token, which does not saturate (all-to-all
+    dispatch, grouped GEMMs, sampling). So the baseline is fitted again with floor + per-token
+    (`linear`, the case's fixed parameters and capture limit), split-refitted like the `moe` fit,
+    and its draw with the lowest per-request share runs with the highest eager cost and the
+    lowest acceptance, beside the `moe` draws."""
+    fam = replace(family_from_dict({"family": "linear", "fixed": dict(case.fit.get("fix") or {}),
+                                    "max_batch_tokens": cfg.family.max_batch_tokens}, file=case.path),
+                  cudagraph=cfg.family.cudagraph)
+    lin = replace(cfg, family=fam, priors={}, name=f"{case.name}-per-token-reading")
+    held = Calibration(points, lin).fit(progress)
+    cal, result, _ = refit_with_split(Calibration(points, lin), held, split, progress)
+    low = split_interval_draws(result, user_tokens_and_context(cal)[0], 2)[:1] or [result.params]
+    return _interval_runs(case, points, cal.cfg, low + low, paths, bounds)[0]
 
 
 def _add_intervals(case: Case, rows: list[dict], runs: list[tuple], cfg: FitConfig,

@@ -381,3 +381,24 @@ def test_budget_informed_grid_recovers_a_known_split_and_confidence(tmp_path):
         if not r["baseline"]:
             assert abs(r["budget_informed_gain_error"]) < 0.05, r
     assert not any("budget_informed_gain" in r for r in res.rows if r["baseline"])
+
+
+def test_an_moe_interval_holds_the_per_token_reading(tmp_path):
+    """An MoE baseline's growth with load is read by the `moe` family as experts touched, which
+    saturates; the interval's least favourable end also takes the per-token reading (floor +
+    per-token), so at the top load it reaches at least as low as the same case fitted that way."""
+    from dspark_sim.published.predict import run_case
+
+    effort = {"requests_per_user": 3, "max_requests_per_user": 3, "rounds": 1, "bootstrap": 4}
+    src = shipped_cases()["amd-blog-minimax-m25-mi355x-eagle3"]
+    data = yaml.safe_load(src.read_text())
+    data["fit"]["family"] = "linear"
+    data["fit"].pop("moe")
+    linear = tmp_path / "linear.case.yaml"
+    linear.write_text(yaml.safe_dump(data, sort_keys=False))
+    moe_rows = [r for r in run_case(load_case(src), effort).rows if r["arm"] == "eagle3"]
+    lin_rows = [r for r in run_case(load_case(linear), effort).rows if r["arm"] == "eagle3"]
+    top_moe, top_lin = moe_rows[-1], lin_rows[-1]
+    assert top_moe["load"] == 64
+    assert top_moe["predicted_gain_low"] <= top_lin["predicted_gain_low"] + 1e-9
+    assert top_moe["predicted_gain_low"] < top_moe["predicted_gain"]       # the moe point is above it
