@@ -10,6 +10,12 @@
     vllm_compare.py validation DIR...
         the headline figures of `validate --engine vllm` outputs: vLLM's mean (half-range
         spread) and the simulator's error, per trace and policy.
+    vllm_compare.py iterations VLLM_HW.yaml DIR...
+        the profile's cost of vLLM's own iterations in `validate --engine vllm` runs (their
+        `iterations.csv`: vLLM's model time + the profile's median engine overhead per
+        iteration), by kind (decode only, decode with prefill chunks, prefill only), summed
+        over each policy's runs. vLLM's log gives no KV context per iteration: each decoding
+        request is taken to hold the trace's mean prompt + half its mean output.
 """
 from __future__ import annotations
 
@@ -116,5 +122,45 @@ def validation(*dirs: str) -> None:
             print(f"| {Path(doc['trace']).stem} | {pol} | " + " | ".join(cells) + " |")
 
 
+def iterations(vllm_hw: str, *dirs: str) -> None:
+    import pandas as pd
+
+    from dspark_sim.traces.schema import load_trace
+
+    hw = HardwareProfile.load(vllm_hw)
+    overhead = float(np.median([b["overhead_s"] for b in hw.extra["vllm"]["bursts"]]))
+    print(f"engine overhead per iteration (the profile's median): {overhead * 1e3:.2f} ms")
+    print("| trace | policy | decode only: iterations, vLLM s, profile error | with prefill | prefill only |")
+    print("|---|---|---|---|---|")
+    for d in dirs:
+        doc = json.loads((Path(d) / "validation.json").read_text())
+        trace = load_trace(doc["trace"])
+        ctx = float(np.mean(trace.prompt_tokens) + np.mean(trace.output_tokens) / 2)
+        runs_dir = Path(doc.get("engine_runs") or d)
+        for pol in doc["policies"]:
+            spec = doc["speculative_configs"].get(pol)
+            sums = {k: [0, 0.0, 0.0] for k in ("decode", "mixed", "prefill")}
+            for f in sorted((runs_dir / "engine" / pol).glob("run-*/iterations.csv")):
+                it = pd.read_csv(f)
+                gen, pre = it.gen_requests.to_numpy(), it.ctx_tokens.to_numpy()
+                step = np.asarray(hw.step_time(it.batch_tokens.to_numpy(dtype=float), gen * ctx + pre, pre,
+                                               gen + it.ctx_requests.to_numpy()), dtype=float)
+                if spec:
+                    draft = np.asarray(hw.draft_time(spec["method"], np.maximum(gen, 1), np.ones(len(gen))),
+                                       dtype=float)
+                    step = step + np.where(gen > 0, draft, 0.0)
+                real = it.elapsed_ms.to_numpy() / 1e3 + overhead
+                for kind, mask in (("decode", it.ctx_requests.to_numpy() == 0),
+                                   ("mixed", (it.ctx_requests.to_numpy() > 0) & (gen > 0)),
+                                   ("prefill", (it.ctx_requests.to_numpy() > 0) & (gen == 0))):
+                    acc = sums[kind]
+                    acc[0] += int(mask.sum())
+                    acc[1] += float(real[mask].sum())
+                    acc[2] += float(step[mask].sum())
+            cells = [f"{n}, {m:.2f}, {p / m - 1:+.1%}" if m else "-" for n, m, p in sums.values()]
+            print(f"| {Path(doc['trace']).stem} | {pol} | " + " | ".join(cells) + " |")
+
+
 if __name__ == "__main__":
-    {"acceptance": acceptance, "curves": curves, "validation": validation}[sys.argv[1]](*sys.argv[2:])
+    {"acceptance": acceptance, "curves": curves, "validation": validation,
+     "iterations": iterations}[sys.argv[1]](*sys.argv[2:])
