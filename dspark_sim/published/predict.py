@@ -232,17 +232,22 @@ def _interval_runs(case: Case, points: list[LoadPoint], cfg: FitConfig, draws: l
     and each arm's lowest acceptance, the most favourable (last) with the lowest eager cost and
     the highest acceptance, so the range spans the unknowns together; draws between keep the
     case's eager cost and acceptance."""
-    out = []
-    for i, d in enumerate(draws):
-        side = ("low" if i == 0 else "high" if i == len(draws) - 1 else None) if len(draws) >= 2 else None
-        run_cfg = cfg
-        if side is not None and case.eager_range is not None and case.cudagraph is not None:
-            eager = case.eager_range[1] if side == "low" else case.eager_range[0]
-            graph = CudaGraph(case.cudagraph.max_capture_size, floor_s=eager, source="given")
-            run_cfg = replace(cfg, family=replace(cfg.family, cudagraph=graph))
-        acc = {**paths, **bounds[side]} if side is not None else paths
-        out.append((Calibration(points, run_cfg).profile(d), acc))
-    return out
+    sides = [("low" if i == 0 else "high" if i == len(draws) - 1 else None) if len(draws) >= 2 else None
+             for i in range(len(draws))]
+    return [_draw_run(case, points, cfg, d, paths, bounds, side) for d, side in zip(draws, sides)]
+
+
+def _draw_run(case: Case, points: list[LoadPoint], cfg: FitConfig, draw: dict[str, float],
+              paths: dict[str, str], bounds: dict[str, dict[str, str]], side: str | None) -> tuple:
+    """(profile, acceptance paths) of one draw; on a `side` ("low" / "high") with the eager cost
+    and each arm's acceptance at that end of the case's ranges."""
+    run_cfg = cfg
+    if side is not None and case.eager_range is not None and case.cudagraph is not None:
+        eager = case.eager_range[1] if side == "low" else case.eager_range[0]
+        graph = CudaGraph(case.cudagraph.max_capture_size, floor_s=eager, source="given")
+        run_cfg = replace(cfg, family=replace(cfg.family, cudagraph=graph))
+    acc = {**paths, **bounds[side]} if side is not None else paths
+    return Calibration(points, run_cfg).profile(draw), acc
 
 
 def _per_token_reading(case: Case, points: list[LoadPoint], cfg: FitConfig, split: SplitPrior,
@@ -262,8 +267,8 @@ def _per_token_reading(case: Case, points: list[LoadPoint], cfg: FitConfig, spli
     lin = replace(cfg, family=fam, priors={}, name=f"{case.name}-per-token-reading")
     held = Calibration(points, lin).fit(progress)
     cal, result, _ = refit_with_split(Calibration(points, lin), held, split, progress)
-    low = split_interval_draws(result, user_tokens_and_context(cal)[0], 2)[:1] or [result.params]
-    return _interval_runs(case, points, cal.cfg, low + low, paths, bounds)[0]
+    low = (split_interval_draws(result, user_tokens_and_context(cal)[0], 2) or [result.params])[0]
+    return _draw_run(case, points, cal.cfg, low, paths, bounds, "low")
 
 
 def _add_intervals(case: Case, rows: list[dict], runs: list[tuple], cfg: FitConfig,

@@ -131,8 +131,8 @@ def _from_records(files: list[Path], name: str, kind: str, rule: TaskRule,
     counts: dict[str, SpecDecodeCounts] = {}
     steps: Counter[str] = Counter()
     short = 0
-    keys = Counter(r.key for r in read.requests)
-    if keep_ids and (None in keys or any(n > 1 for n in keys.values())):
+    keys = Counter(r.key for r in read.requests) if keep_ids else Counter()
+    if None in keys or any(n > 1 for n in keys.values()):
         raise InputError("records without a key, or two with the same one: no request ids to keep",
                          file=files[0])
     for req in read.requests:

@@ -161,12 +161,12 @@ def profile_side_by_side(timers: list[BurstTimer], grid: VLLMGrid, vocab: int, s
     for timer in timers:
         for _ in range(grid.warmup):                               # first calls pay set-up
             timer.burst([_prompt(rng, vocab, 64, False) for _ in range(2)], 8)
-    walk = 0
+    walk, speculative = 0, any(t.label != "plain" for t in timers)
     for _ in range(grid.repeats):
         for c in grid.contexts:
             for r in grid.batches:
                 random = [_prompt(rng, vocab, c, False) for _ in range(r)]
-                repeated = [_prompt(rng, vocab, c, True) for _ in range(r)]
+                repeated = [_prompt(rng, vocab, c, True) for _ in range(r)] if speculative else []
                 for timer in (timers if walk % 2 == 0 else timers[::-1]):
                     timer.decode(c, random, "random")
                     tick()
