@@ -104,7 +104,7 @@ def _serve_replay_vllm(trace: Path, policies: list[str], out: Path, seed: int, *
 
 def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptance: Optional[str],
                    repeats: int, out: Path, seed: int, engine_runs: Optional[Path],
-                   kv_semantics: str, **inputs) -> None:
+                   kv_semantics: str, fresh_servers: bool = True, **inputs) -> None:
     """validate --engine vllm (dspark_sim/vllm/validate.py): the error table."""
     import shlex
     import sys
@@ -118,7 +118,7 @@ def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptan
     with Console(stderr=True).status("vLLM") as status:
         v, written = validate_on_vllm(trace, policies, hw, acceptance, repeats, out, seed, engine_runs,
                                       kv_semantics, command, status=lambda s: status.update(s),
-                                      **inputs)
+                                      fresh_servers=fresh_servers, **inputs)
     typer.echo(markdown_table(v.table, HEADLINE + ("ttft_s.p50", "tps_user.p10", "ttft_s.p99")))
     typer.echo("wrote " + ", ".join(str(w) for w in written))
 
@@ -195,9 +195,13 @@ def register(app: typer.Typer) -> None:
                                          "cpu-2core-smollm2-135m; vllm: cpu-2core-smollm2-135m-vllm, "
                                          "measured with `profile --engine vllm`]"),
         acceptance: ServeAccOpt = None,
-        repeats: int = typer.Option(3, "--repeats", help="Engine runs per policy (interleaved; on "
-                                    "vLLM consecutive on one warm server per policy) and simulator "
-                                    "seeds: the engine's run-to-run spread."),
+        repeats: int = typer.Option(3, "--repeats", help="Engine runs per policy (interleaved) "
+                                    "and simulator seeds: the engine's run-to-run spread."),
+        fresh_servers: bool = typer.Option(True, "--fresh-servers/--warm-servers", help="vllm "
+                                           "engine: start a server for every run (the spread then "
+                                           "holds how much one server start differs from the next; "
+                                           "about 25 s more a run on 2 cores), or run all of a "
+                                           "policy's repeats, back to back, on one warm server."),
         prompts: PromptsOpt = None,
         chat: ServeChatOpt = True,
         time_scale: TimeScaleOpt = 1.0,
@@ -239,7 +243,7 @@ def register(app: typer.Typer) -> None:
         if engine == "vllm":
             _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()],
                            machine_checked_hw(hw or VLLM_DEFAULT_HW),
-                           acceptance, repeats, out, seed, engine_runs, kv_semantics,
+                           acceptance, repeats, out, seed, engine_runs, kv_semantics, fresh_servers,
                            **_vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf,
                                           vllm_drafter, url, timeout, vllm_server, bs_schedule))
             return

@@ -3,7 +3,9 @@ the simulator's requests.csv / summary.json, plus what vLLM itself measured.
 
 Per policy one server is started (its speculative config differs), warmed up with two short
 requests, scraped for Prometheus metrics, given the trace by AIPerf, scraped again; every
-repeat of that policy reuses the warm server. A run's directory keeps the server's log, its
+repeat of that policy reuses the warm server, or (`fresh_servers`) every run gets a server of
+its own, the policies interleaved and their order rotated from one repeat to the next, so the
+runs' spread holds how much one server start differs from the next. A run's directory keeps the server's log, its
 per-iteration records (iterations.csv, vLLM's own columns), both metric scrapes
 (metrics-before.txt / metrics-after.txt, the input of `acceptance import vllm --before`), the
 Mooncake input and AIPerf's export.
@@ -116,38 +118,55 @@ def replay_on_server(server, trace: Trace, trace_name: str, policy: str, prompts
     return ServeResult(policy, frame, summary, [], [], None)
 
 
+def run_order(policies: list[str], repeats: int, fresh_servers: bool) -> list[list[tuple[str, int]]]:
+    """The runs as groups that share one server, in the order they are served: per policy all
+    its repeats on one server, or one run per server, repeat by repeat, the policies' order
+    rotated by one each repeat (so none is always first after a quiet spell)."""
+    if not fresh_servers:
+        return [[(pol, k) for k in range(repeats)] for pol in policies]
+    n = len(policies)
+    return [[(policies[(i + k) % n], k)] for k in range(repeats) for i in range(n)]
+
+
 def serve_trace_vllm(trace: Trace, trace_name: str, policies: list[str], prompts: list[list[int]],
                      setup: VLLMSetup, policy_dir: Callable[[str], Path], repeats: int = 1,
                      seed: int = 0, on_run: Callable[[str, int, ServeResult], None] | None = None,
-                     status: Callable[[str], None] | None = None) -> dict[str, list[ServeResult]]:
-    """Every policy `repeats` times on one warm server per policy; run k of policy P is written
-    to policy_dir(P) (one repeat) or policy_dir(P)/run-k, each as soon as it ends."""
+                     status: Callable[[str], None] | None = None,
+                     fresh_servers: bool = False) -> dict[str, list[ServeResult]]:
+    """Every policy `repeats` times, on one warm server per policy or (`fresh_servers`) on a
+    freshly started server per run (run_order); run k of policy P is written to policy_dir(P)
+    (one repeat) or policy_dir(P)/run-k, each as soon as it ends."""
+    if fresh_servers and setup.url:
+        raise InputError("a server given by --url cannot be restarted for each run",
+                         field="--fresh-servers")
     say = status or (lambda s: None)
-    results: dict[str, list[ServeResult]] = {}
+    results: dict[str, list[ServeResult]] = {pol: [] for pol in policies}
     warm_ids = prompts[0][:48] if prompts and prompts[0] else list(range(100, 148))
-    for pol in policies:
-        results[pol] = []
+    where = (lambda pol, k: policy_dir(pol) if repeats == 1 else policy_dir(pol) / f"run-{k}")
+    for group in run_order(policies, repeats, fresh_servers):
+        pol = group[0][0]
         if setup.url:
             server = AttachedServer(setup.url, setup.base.served_name)
             say(f"{pol}: attached to {setup.url}")
         else:
-            server = VLLMServer(_spec_for(setup, pol), setup.python, policy_dir(pol) / "vllm.log")
+            log = (where(pol, group[0][1]) if fresh_servers else policy_dir(pol)) / "vllm.log"
+            server = VLLMServer(_spec_for(setup, pol), setup.python, log)
             say(f"{pol}: starting vLLM")
             server.start()
         try:
             _warm_up(server.url, server.spec.served_name, warm_ids)
-            for k in range(repeats):
+            for _, k in group:
                 say(f"{pol}: replay {k + 1}/{repeats}")
-                where = policy_dir(pol) if repeats == 1 else policy_dir(pol) / f"run-{k}"
-                res = replay_on_server(server, trace, trace_name, pol, prompts, setup, where, seed)
+                res = replay_on_server(server, trace, trace_name, pol, prompts, setup, where(pol, k), seed)
                 if isinstance(server, VLLMServer):
                     text = server.log_path.read_text(errors="replace")
                     res.summary.update({"vllm_version": vllm_version(text),
                                         "kv_capacity_tokens": kv_capacity_tokens(text),
                                         "server_start_s": round(server.start_s, 1),
+                                        "fresh_server": fresh_servers,
                                         "server_args": server.spec.args(0)[2:]})
-                write_text_atomic(where / "requests.csv", requests_csv(res.requests))
-                write_json_atomic(where / "summary.json", res.summary)
+                write_text_atomic(where(pol, k) / "requests.csv", requests_csv(res.requests))
+                write_json_atomic(where(pol, k) / "summary.json", res.summary)
                 results[pol].append(res)
                 if on_run:
                     on_run(pol, k, res)

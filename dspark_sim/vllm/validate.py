@@ -1,7 +1,8 @@
 """`dspark-sim validate --engine vllm`: the simulator against vLLM serving the same trace.
 
-Each policy is served on its own warm vLLM server `repeats` times (or the runs of an earlier
-validate are read back), the simulator replays the trace with the vLLM profile and each
+Each policy is served `repeats` times, each run on a freshly started server with the policies
+interleaved (or, `fresh_servers=False`, all of a policy's runs on one warm server), or the runs
+of an earlier validate are read back; the simulator replays the trace with the vLLM profile and each
 policy's acceptance (given, or imported from its first vLLM run's per-request metrics), and
 the error table, spread and overlays are written as serve/validate.py writes them.
 """
@@ -19,7 +20,8 @@ VLLM_DEFAULT_HW = "cpu-2core-smollm2-135m-vllm"
 def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acceptance: str | None,
                      repeats: int, out: Path, seed: int, engine_runs: Path | None = None,
                      kv_semantics: str = "reserve", command: str = "",
-                     status: Callable[[str], None] | None = None, **inputs):
+                     status: Callable[[str], None] | None = None, fresh_servers: bool = True,
+                     **inputs):
     """Serve (or read back from `engine_runs`), simulate, compare and write into `out`; the
     Validation and the files written. `inputs`: the keyword arguments of
     replay.replay_inputs after `seed` (bs_schedule among them)."""
@@ -48,7 +50,8 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
     else:
         trace, ids, setup = replay_inputs(trace_path, policies, seed=seed, **inputs)
         engine = serve_trace_vllm(trace, str(trace_path), policies, ids, setup,
-                                  lambda p: out / "engine" / p, repeats, seed, status=status)
+                                  lambda p: out / "engine" / p, repeats, seed, status=status,
+                                  fresh_servers=fresh_servers)
         runs_dir = out
     accept = {}
     for pol in policies:
@@ -65,6 +68,7 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
     first = engine[policies[0]][0].summary
     meta = {"engine": "vllm", "trace": str(trace_path), "policies": policies,
             "engine_runs": str(runs_dir), "hw": hw_name, "kv_semantics": kv_semantics, "repeats": repeats, "seed": seed,
+            "fresh_servers": None if engine_runs is not None else fresh_servers,
             "server_args": first.get("server_args"),
             "speculative_configs": {p: r[0].summary.get("speculative_config") for p, r in engine.items()},
             "acceptance": {p: a for p, (_, a) in accept.items()},

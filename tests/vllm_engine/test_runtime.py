@@ -161,3 +161,29 @@ def test_a_batch_size_schedule_is_vllms_own_config():
         read_schedule("[[1, 2, 4]]", ["static-2"])
     with pytest.raises(InputError):
         speculative_config("vllm-schedule", parse_drafter("ngram"), None)
+
+
+def test_fresh_servers_interleave_the_policies_one_run_per_server():
+    """With a server per run every policy's k-th run comes before any (k+1)-th, each policy
+    leads once in turn; without, one server holds all of a policy's runs."""
+    from dspark_sim.vllm.replay import run_order
+
+    fresh = run_order(["ar", "static-2", "static-4"], 3, fresh_servers=True)
+    assert all(len(g) == 1 for g in fresh)
+    runs = [g[0] for g in fresh]
+    assert runs == [("ar", 0), ("static-2", 0), ("static-4", 0), ("static-2", 1), ("static-4", 1),
+                    ("ar", 1), ("static-4", 2), ("ar", 2), ("static-2", 2)]
+    warm = run_order(["ar", "static-2"], 2, fresh_servers=False)
+    assert warm == [[("ar", 0), ("ar", 1)], [("static-2", 0), ("static-2", 1)]]
+
+
+def test_a_server_given_by_url_is_not_restarted_per_run(tmp_path):
+    from dspark_sim.vllm.replay import VLLMSetup, serve_trace_vllm
+
+    setup = VLLMSetup(python=Path("python"), aiperf=Path("aiperf"), base=ServerSpec(model="m"),
+                      drafter={}, tokenizer="m", url="http://127.0.0.1:1")
+    trace = Trace(ids=np.array(["a"], dtype=object), arrival_s=np.zeros(1), prompt_tokens=np.array([4]),
+                  output_tokens=np.array([4]), task=np.array(["chat"], dtype=object))
+    with pytest.raises(InputError, match="restarted"):
+        serve_trace_vllm(trace, "t", ["ar"], [[1, 2, 3, 4]], setup, lambda p: tmp_path, 2,
+                         fresh_servers=True)
