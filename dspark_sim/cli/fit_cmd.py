@@ -98,6 +98,13 @@ def register(profile_app: typer.Typer) -> None:
                                                   "not with --roofline."),
         split_spread: float = typer.Option(1.0, "--split-spread", help="Log-normal spread of the "
                                            "--split-prior priors (1.0: x/÷ 2.7)."),
+        per_token_reading: bool = typer.Option(True, "--per-token-reading/--no-per-token-reading",
+                                               help="moe family: fit floor + per-token too (growth "
+                                               "with load that never saturates, which points at one "
+                                               "verify width cannot tell from the experts filling) "
+                                               "and, when it fits about as well, let its draws join "
+                                               "the fit's so sweep, plan and recommend intervals span "
+                                               "both readings (fit.per_token_reading)."),
         prior_spread: float = typer.Option(0.5, "--prior-spread", help="Log-normal spread of each "
                                            "--roofline prior (0.5: x/÷ 1.65); the reported spread "
                                            "covers it."),
@@ -212,7 +219,9 @@ def register(profile_app: typer.Typer) -> None:
             console.print(f"priors from {roof.name}: " + ", ".join(f"{k} = {v:.4g}" for k, v in priors.items())
                           + f" (spread x/÷ {np.exp(prior_spread):.2f})")
         groups = len({(p.policy, p.acceptance) for p in cal.loads})
-        total = len(cal.loads) * (rounds + 1) * (2 if split else 1) + groups * frontier_points
+        reading = per_token_reading and fam.family == "moe" and bool(cal.loads)
+        total = len(cal.loads) * (rounds + 1) * (2 if split else 1) * (2 if reading else 1) + \
+            groups * frontier_points
         split_note = ""
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("simulating", total=total)
@@ -222,18 +231,29 @@ def register(profile_app: typer.Typer) -> None:
                 from ..sweep.split_prior import refit_with_split
 
                 cal, result, split_note = refit_with_split(cal, result, split, advance)
+            reading_block, reading_line = None, ""
+            if reading:
+                from ..sweep.per_token_reading import reading_for_fit
+
+                reading_block, reading_line = reading_for_fit(points, cfg, split, roof, result, advance)
             curves = fitted_frontiers(cal, result, frontier_points, advance) if cal.loads else {}
         if split_note:
             console.print(split_note)
+        if reading_line:
+            console.print(reading_line)
         prof = result.profile
         prof.device, prof.model = device, model
         prof.extra = {"notes": (note + " " if note else "") +
                       "Fitted by `dspark-sim profile fit`: the step curve under which the simulator "
                       "reproduces the observations (fit.residuals). "
-                      + drafts.describe() + "." + (" " + split_note if split_note else ""),
+                      + drafts.describe() + "." + (" " + split_note if split_note else "")
+                      + (" " + reading_line[0].upper() + reading_line[1:] + "." if reading_line else ""),
                       "fit": fit_block(result, cal, [str(p) for p in observations])}
+        if reading_block is not None:
+            prof.extra["fit"]["per_token_reading"] = reading_block
         HardwareProfile.from_dict(prof.to_dict(), file=out)   # what the loader would say, before writing
-        report = report_markdown(result)
+        report = report_markdown(result) + (f"\n{reading_line[0].upper() + reading_line[1:]}.\n"
+                                            if reading_line else "")
         prof.save(out)
         write_text_atomic(out.with_suffix(".fit.md"), report)
         write_json_atomic(out.with_suffix(".fit.json"), prof.extra["fit"])

@@ -36,6 +36,7 @@ from ..hardware.observations import LoadPoint, check_physical
 from ..profiles.cudagraph import CudaGraph
 from ..sweep.calibrate import Calibration, FitResult
 from ..sweep.load_replay import MIN_REQUESTS_PER_USER, FitConfig, drafts_and_tau, simulate_load
+from ..sweep.per_token_reading import fit_reading
 from ..sweep.split_prior import SplitPrior, refit_with_split, user_tokens_and_context
 from ..sweep.split_prior import interval_draws as split_interval_draws
 from .budget_fit import BudgetFit, add_budget_rows, fit_budgets
@@ -253,20 +254,10 @@ def _draw_run(case: Case, points: list[LoadPoint], cfg: FitConfig, draw: dict[st
 def _per_token_reading(case: Case, points: list[LoadPoint], cfg: FitConfig, split: SplitPrior,
                        paths: dict[str, str], bounds: dict[str, dict[str, str]],
                        progress: Callable[[str], None] | None) -> tuple:
-    """The interval's least favourable run under the other reading of an MoE baseline arm.
-    The `moe` family explains a no-speculation arm's growth with load by the experts its tokens
-    touch, which saturates: at high load a verify step's extra tokens stream almost nothing
-    more. The arm cannot tell that from growth per token, which does not saturate (all-to-all
-    dispatch, grouped GEMMs, sampling). So the baseline is fitted again with floor + per-token
-    (`linear`, the case's fixed parameters and capture limit), split-refitted like the `moe` fit,
-    and its draw with the lowest per-request share runs with the highest eager cost and the
-    lowest acceptance, beside the `moe` draws."""
-    fam = replace(family_from_dict({"family": "linear", "fixed": dict(case.fit.get("fix") or {}),
-                                    "max_batch_tokens": cfg.family.max_batch_tokens}, file=case.path),
-                  cudagraph=cfg.family.cudagraph)
-    lin = replace(cfg, family=fam, priors={}, name=f"{case.name}-per-token-reading")
-    held = Calibration(points, lin).fit(progress)
-    cal, result, _ = refit_with_split(Calibration(points, lin), held, split, progress)
+    """The interval's least favourable run under the per-token reading of an MoE baseline arm
+    (sweep/per_token_reading.py): its draw with the lowest per-request share runs with the
+    highest eager cost and the lowest acceptance, beside the `moe` draws."""
+    cal, result = fit_reading(points, cfg, split, progress=progress)
     low = (split_interval_draws(result, user_tokens_and_context(cal)[0], 2) or [result.params])[0]
     return _draw_run(case, points, cal.cfg, low, paths, bounds, "low")
 

@@ -14,12 +14,18 @@ from .calibrate import Calibration, FitResult
 from .load_replay import simulate_load
 
 
+def max_abs_error(result: FitResult) -> float:
+    """The largest relative error of the simulator (or the fitted step) on an observation."""
+    res = result.residuals()
+    errs = [abs(r["throughput_rel_error"]) for r in res if r["kind"] == "load"] + \
+           [abs(r["tps_rel_error"]) for r in res if r["kind"] == "load"] + \
+           [abs(r["rel_error"]) for r in res if r["kind"] == "step"]
+    return float(max(errs)) if errs else 0.0
+
+
 def fit_block(result: FitResult, cal: Calibration, sources: list[str]) -> dict[str, Any]:
     """What the profile records about its own fit (kept under `fit` in the YAML)."""
     res = result.residuals()
-    load_err = [abs(r["throughput_rel_error"]) for r in res if r["kind"] == "load"] + \
-               [abs(r["tps_rel_error"]) for r in res if r["kind"] == "load"] + \
-               [abs(r["rel_error"]) for r in res if r["kind"] == "step"]
     return {
         "method": "simulator-in-the-loop least squares (defect correction of a steady-state "
                   "surrogate, dspark_sim/sweep/calibrate.py); residuals are the simulator's",
@@ -31,7 +37,7 @@ def fit_block(result: FitResult, cal: Calibration, sources: list[str]) -> dict[s
         "uncertainty_method": result.bootstrap_method,
         "bootstrap_samples": result.bootstrap_kept,
         "singular_values": [float(f"{v:.4g}") for v in result.singular_values],
-        "max_abs_rel_error": float(max(load_err)) if load_err else 0.0,
+        "max_abs_rel_error": max_abs_error(result),
         "simulation": {"requests_per_user": cal.cfg.requests_per_user, "seed": cal.cfg.seed,
                        "rounds": cal.cfg.rounds},
         "draft_costs": cal.cfg.draft_costs.as_dict(),

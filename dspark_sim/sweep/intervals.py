@@ -12,6 +12,9 @@ chosen and the command runs once more per draw (cached points, like any other):
   baseline's (a draw whose big batches are relatively cheaper favours speculation);
 - the draws at the 10th and 90th percentile of speed, then of gain, are taken (then medians
   and quartiles, for more draws; `--spread-draws N`, default 4);
+- an MoE fit's per-token reading (`fit.per_token_reading`, sweep/per_token_reading.py) adds one
+  draw to those: the reading's draw with the highest gain proxy (least favourable to
+  speculation), so the interval spans both readings;
 - the interval is the range (min..max) of each answer over the point estimate and those draws.
   It approximates the p10-p90 band of the answer over the fit's draws along the two directions
   that move it: a throughput scale (all policies together) and the shape of the step curve
@@ -55,6 +58,7 @@ class FitSpread:
     family: CurveFamily
     draws: list[dict[str, float]]
     observed_range: dict[str, list[float]]
+    reading_from: int | None = None      # draws from here on: an MoE fit's per-token reading
 
 
 def check_spread_draws(n: int) -> None:
@@ -75,6 +79,14 @@ def fit_spread(hw: HardwareProfile, file: str | Path | None = None) -> FitSpread
     draws = fit["draws"]
     if not isinstance(draws, list) or not all(isinstance(d, dict) for d in draws):
         raise InputError("expected a list of parameter mappings", file=file, field="fit.draws")
+    reading = fit.get("per_token_reading") or {}
+    more = reading.get("draws") if isinstance(reading, dict) else None
+    if more is not None and (fam.family != "moe" or not isinstance(more, list)
+                             or not all(isinstance(d, dict) for d in more)):
+        raise InputError("expected a list of moe parameter mappings (an moe fit's reading)",
+                         file=file, field="fit.per_token_reading.draws")
+    reading_from = len(draws) if more else None
+    draws = draws + list(more or [])
     # a held parameter the fit estimated after all (a prior freed it) varies with the draws;
     # families written before `freed` was recorded say so only through the draws
     fitted_held = tuple(k for k in HELD if k not in fam.fixed and
@@ -84,18 +96,20 @@ def fit_spread(hw: HardwareProfile, file: str | Path | None = None) -> FitSpread
     out = []
     for i, d in enumerate(draws):
         missing = set(fam.free) - set(d)
+        where = f"fit.draws[{i}]" if reading_from is None or i < reading_from else \
+            f"fit.per_token_reading.draws[{i - reading_from}]"
         if missing:
-            raise InputError(f"lacks {', '.join(sorted(missing))}", file=file, field=f"fit.draws[{i}]")
+            raise InputError(f"lacks {', '.join(sorted(missing))}", file=file, field=where)
         try:
             values = {k: float(v) for k, v in d.items()}
         except (TypeError, ValueError):
-            raise InputError(f"expected numbers, got {d}", file=file, field=f"fit.draws[{i}]") from None
+            raise InputError(f"expected numbers, got {d}", file=file, field=where) from None
         # parameters the fit did not estimate (fixed, or held such as per_request_s in a
         # profile fitted before that term existed) take the family's value
         out.append({**fam.full(values), **values})
         if any(not np.isfinite(v) or v < 0 for v in out[-1].values()):
-            raise InputError(f"expected finite numbers >= 0, got {d}", file=file, field=f"fit.draws[{i}]")
-    return FitSpread(hw, fam, out, dict(fit.get("observed_range") or {}))
+            raise InputError(f"expected finite numbers >= 0, got {d}", file=file, field=where)
+    return FitSpread(hw, fam, out, dict(fit.get("observed_range") or {}), reading_from)
 
 
 def no_spread_reason(hw: HardwareProfile) -> str:
@@ -165,20 +179,27 @@ def _proxies(profs: list[HardwareProfile], point: HardwareProfile,
 
 def pick_draws(spread: FitSpread, n: int, where: list[Operating]) -> list[int]:
     """Indices of `n` representative draws: the 10th/90th percentiles of speed, then of gain,
-    then medians and quartiles (module docstring); each draw at most once."""
+    then medians and quartiles (module docstring), each draw at most once; with an MoE fit's
+    per-token reading these come from the fit's own draws and the reading's draw least
+    favourable to speculation is one more."""
     check_spread_draws(n)
     if n == 0:
         return []
     profs = [draw_profile(spread, d, f"{spread.profile.name}-draw{i}") for i, d in enumerate(spread.draws)]
     speed, gain = _proxies(profs, spread.profile, where)
-    values = {"speed": speed, "gain": gain}
+    own = len(spread.draws) if spread.reading_from is None else spread.reading_from
+    values = {"speed": speed[:own], "gain": gain[:own]}
     chosen: list[int] = []
-    for axis, q in _ORDER[: min(n, len(spread.draws))]:
+    for axis, q in _ORDER[: min(n, own)]:
         order = np.argsort(values[axis], kind="stable")
         target = int(round(q * (len(order) - 1)))
         # the nearest rank not taken yet, towards the middle first
         ranks = sorted(range(len(order)), key=lambda r: (abs(r - target), abs(r - len(order) / 2)))
         chosen.append(next(int(order[r]) for r in ranks if int(order[r]) not in chosen))
+    if spread.reading_from is not None and own < len(spread.draws):
+        # an MoE fit's per-token reading (sweep/per_token_reading.py): one draw more, its least
+        # favourable to speculation, so the interval spans both readings
+        chosen.append(own + int(np.argmax(gain[own:])))
     return chosen
 
 
@@ -204,8 +225,12 @@ def describe(spread: FitSpread | None, indices: list[int], hw: HardwareProfile) 
     if not indices:
         return {"interval": None, "note": "interval not computed (--spread-draws 0)",
                 "observed_range": spread.observed_range}
-    return {"interval": f"range over the point estimate and {len(indices)} of the fit's "
-                        f"{len(spread.draws)} draws "
+    own = len(spread.draws) if spread.reading_from is None else spread.reading_from
+    reading = "" if spread.reading_from is None else (
+        f", and the draw of its per-token reading (one of {len(spread.draws) - own}) least "
+        "favourable to speculation")
+    return {"interval": f"range over the point estimate and {sum(i < own for i in indices)} of the "
+                        f"fit's {own} draws{reading} "
                         "(10th/90th percentiles of step time and of its speculative/baseline ratio at the "
                         "operating points; docs/sweeps.md)",
             "draws": indices, "draw_parameters": [spread.draws[i] for i in indices],

@@ -225,3 +225,51 @@ def test_fit_cli_takes_the_moe_routing_as_options(tmp_path, capsys):
         bad = tmp_path / "bad.yaml"
         assert main(["profile", "fit", str(obs), "--out", str(bad), *args, *common]) == 2
         assert f"'{field}'" in capsys.readouterr().err and not bad.exists()
+
+
+def test_an_moe_fit_carries_its_per_token_reading_into_the_interval(tmp_path, capsys):
+    """Three no-speculation points of a known MoE curve fit as well by floor + per-token, which
+    does not saturate: its draws join the fit's, the interval picks one, and that draw prices
+    large verify batches dearer (relative to small ones) than the moe point estimate does."""
+    from dspark_sim.sweep.intervals import fit_spread, pick_draws
+
+    fam = family_from_dict({"family": "moe", "experts": 128, "top_k": 4, "fixed": {"per_context_token_s": 0.0},
+                            "max_batch_tokens": 2048})
+    obs = obs_file(tmp_path, fam, MOE, (32, 48, 64))
+    out = tmp_path / "fit.yaml"
+    args = ["profile", "fit", str(obs), "--out", str(out), "--family", "moe", "--experts", "128", "--top-k", "4",
+            "--fix", "per_context_token_s=0", "--bootstrap", "6", "--rounds", "1", "--requests-per-user", "3",
+            "--frontier-points", "2", "--max-batch-tokens", "2048"]
+    assert main(args) == 0
+    assert "per-token reading" in capsys.readouterr().err
+    prof = load_hw_profile(str(out))
+    block = prof.extra["fit"]["per_token_reading"]
+    assert block["included"] and block["draws"] and all(d["expert_s"] == 0.0 for d in block["draws"])
+    spread = fit_spread(prof, out)
+    assert spread.reading_from == len(prof.extra["fit"]["draws"])
+    picked = pick_draws(spread, 2, [])
+    # two of the moe fit's own draws, then the reading's least favourable to speculation
+    assert len(picked) == 3 and all(i < spread.reading_from for i in picked[:2]), picked
+    reading = [i for i in picked if i >= spread.reading_from]
+    assert len(reading) == 1
+    from dspark_sim.sweep.intervals import draw_profile
+
+    drawn = draw_profile(spread, spread.draws[reading[0]], "reading")
+    ratio = lambda p: float(p.step_time(1024) / p.step_time(32))  # noqa: E731
+    assert ratio(drawn) > 1.5 * ratio(prof)
+    # --no-per-token-reading: the moe fit alone, nothing added
+    assert main(args + ["--no-per-token-reading"]) == 0
+    assert "per_token_reading" not in load_hw_profile(str(out)).extra["fit"]
+    assert fit_spread(load_hw_profile(str(out)), out).reading_from is None
+
+
+def test_observations_that_show_the_experts_saturating_rule_the_per_token_reading_out(tmp_path):
+    fam = family_from_dict({"family": "moe", "experts": 128, "top_k": 4, "fixed": {"per_context_token_s": 0.0},
+                            "max_batch_tokens": 2048})
+    obs = obs_file(tmp_path, fam, MOE, (1, 8, 64, 512))
+    out = tmp_path / "fit.yaml"
+    assert main(["profile", "fit", str(obs), "--out", str(out), "--family", "moe", "--experts", "128",
+                 "--top-k", "4", "--fix", "per_context_token_s=0", "--bootstrap", "4", "--rounds", "1",
+                 "--requests-per-user", "3", "--frontier-points", "2", "--max-batch-tokens", "2048"]) == 0
+    block = load_hw_profile(str(out)).extra["fit"]["per_token_reading"]
+    assert not block["included"] and block["draws"] == [] and block["max_abs_rel_error"] > 0.1
