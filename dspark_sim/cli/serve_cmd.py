@@ -104,8 +104,11 @@ def _serve_replay_vllm(trace: Path, policies: list[str], out: Path, seed: int, *
 
 def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptance: Optional[str],
                    repeats: int, out: Path, seed: int, engine_runs: Optional[Path],
-                   kv_semantics: str, fresh_servers: bool = True, **inputs) -> None:
-    """validate --engine vllm (dspark_sim/vllm/validate.py): the error table."""
+                   kv_semantics: str, fresh_servers: Optional[bool] = None, **inputs) -> None:
+    """validate --engine vllm (dspark_sim/vllm/validate.py): the error table. A server per run
+    unless told otherwise or attached to one (--url)."""
+    if fresh_servers is None:
+        fresh_servers = not inputs.get("url")
     import shlex
     import sys
 
@@ -197,8 +200,10 @@ def register(app: typer.Typer) -> None:
         acceptance: ServeAccOpt = None,
         repeats: int = typer.Option(3, "--repeats", help="Engine runs per policy (interleaved) "
                                     "and simulator seeds: the engine's run-to-run spread."),
-        fresh_servers: bool = typer.Option(True, "--fresh-servers/--warm-servers", help="vllm "
-                                           "engine: start a server for every run (the spread then "
+        fresh_servers: Optional[bool] = typer.Option(None, "--fresh-servers/--warm-servers",
+                                           show_default=False, help="vllm "
+                                           "engine: start a server for every run (the default "
+                                           "without --url; the spread then "
                                            "holds how much one server start differs from the next; "
                                            "about 25 s more a run on 2 cores), or run all of a "
                                            "policy's repeats, back to back, on one warm server."),
