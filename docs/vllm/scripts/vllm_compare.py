@@ -16,6 +16,10 @@
         iteration), by kind (decode only, decode with prefill chunks, prefill only), summed
         over each policy's runs. vLLM's log gives no KV context per iteration: each decoding
         request is taken to hold the trace's mean prompt + half its mean output.
+    vllm_compare.py speed-scaled VLLM_HW.yaml OUT DIR...
+        a diagnostic, in-sample: per trace and policy the profile scaled by its error on
+        those runs' own decode-only iterations, the simulator run again on the runs (into OUT),
+        and their headline figures as `validation` prints them.
 """
 from __future__ import annotations
 
@@ -122,45 +126,94 @@ def validation(*dirs: str) -> None:
             print(f"| {Path(doc['trace']).stem} | {pol} | " + " | ".join(cells) + " |")
 
 
-def iterations(vllm_hw: str, *dirs: str) -> None:
+def _iteration_sums(hw: HardwareProfile, overhead: float, doc: dict, d: str, pol: str) -> dict:
+    """Per kind of iteration (decode, mixed, prefill) of a policy's runs: [count, vLLM seconds,
+    profile seconds]."""
     import pandas as pd
 
     from dspark_sim.traces.schema import load_trace
 
+    trace = load_trace(doc["trace"])
+    ctx = float(np.mean(trace.prompt_tokens) + np.mean(trace.output_tokens) / 2)
+    runs_dir = Path(doc.get("engine_runs") or d)
+    spec = doc["speculative_configs"].get(pol)
+    sums = {k: [0, 0.0, 0.0] for k in ("decode", "mixed", "prefill")}
+    for f in sorted((runs_dir / "engine" / pol).glob("run-*/iterations.csv")):
+        it = pd.read_csv(f)
+        gen, pre = it.gen_requests.to_numpy(), it.ctx_tokens.to_numpy()
+        step = np.asarray(hw.step_time(it.batch_tokens.to_numpy(dtype=float), gen * ctx + pre, pre,
+                                       gen + it.ctx_requests.to_numpy()), dtype=float)
+        if spec:
+            draft = np.asarray(hw.draft_time(spec["method"], np.maximum(gen, 1), np.ones(len(gen))),
+                               dtype=float)
+            step = step + np.where(gen > 0, draft, 0.0)
+        real = it.elapsed_ms.to_numpy() / 1e3 + overhead
+        for kind, mask in (("decode", it.ctx_requests.to_numpy() == 0),
+                           ("mixed", (it.ctx_requests.to_numpy() > 0) & (gen > 0)),
+                           ("prefill", (it.ctx_requests.to_numpy() > 0) & (gen == 0))):
+            acc = sums[kind]
+            acc[0] += int(mask.sum())
+            acc[1] += float(real[mask].sum())
+            acc[2] += float(step[mask].sum())
+    return sums
+
+
+def _overhead_of(hw: HardwareProfile) -> float:
+    return float(np.median([b["overhead_s"] for b in hw.extra["vllm"]["bursts"]]))
+
+
+def iterations(vllm_hw: str, *dirs: str) -> None:
     hw = HardwareProfile.load(vllm_hw)
-    overhead = float(np.median([b["overhead_s"] for b in hw.extra["vllm"]["bursts"]]))
+    overhead = _overhead_of(hw)
     print(f"engine overhead per iteration (the profile's median): {overhead * 1e3:.2f} ms")
     print("| trace | policy | decode only: iterations, vLLM s, profile error | with prefill | prefill only |")
     print("|---|---|---|---|---|")
     for d in dirs:
         doc = json.loads((Path(d) / "validation.json").read_text())
-        trace = load_trace(doc["trace"])
-        ctx = float(np.mean(trace.prompt_tokens) + np.mean(trace.output_tokens) / 2)
-        runs_dir = Path(doc.get("engine_runs") or d)
         for pol in doc["policies"]:
-            spec = doc["speculative_configs"].get(pol)
-            sums = {k: [0, 0.0, 0.0] for k in ("decode", "mixed", "prefill")}
-            for f in sorted((runs_dir / "engine" / pol).glob("run-*/iterations.csv")):
-                it = pd.read_csv(f)
-                gen, pre = it.gen_requests.to_numpy(), it.ctx_tokens.to_numpy()
-                step = np.asarray(hw.step_time(it.batch_tokens.to_numpy(dtype=float), gen * ctx + pre, pre,
-                                               gen + it.ctx_requests.to_numpy()), dtype=float)
-                if spec:
-                    draft = np.asarray(hw.draft_time(spec["method"], np.maximum(gen, 1), np.ones(len(gen))),
-                                       dtype=float)
-                    step = step + np.where(gen > 0, draft, 0.0)
-                real = it.elapsed_ms.to_numpy() / 1e3 + overhead
-                for kind, mask in (("decode", it.ctx_requests.to_numpy() == 0),
-                                   ("mixed", (it.ctx_requests.to_numpy() > 0) & (gen > 0)),
-                                   ("prefill", (it.ctx_requests.to_numpy() > 0) & (gen == 0))):
-                    acc = sums[kind]
-                    acc[0] += int(mask.sum())
-                    acc[1] += float(real[mask].sum())
-                    acc[2] += float(step[mask].sum())
+            sums = _iteration_sums(hw, overhead, doc, d, pol)
             cells = [f"{n}, {m:.2f}, {p / m - 1:+.1%}" if m else "-" for n, m, p in sums.values()]
             print(f"| {Path(doc['trace']).stem} | {pol} | " + " | ".join(cells) + " |")
 
 
+def speed_scaled(vllm_hw: str, out: str, *dirs: str) -> None:
+    """A diagnostic, in-sample: every time of the profile scaled, per trace and policy, by the
+    ratio of vLLM's decode-only iterations in those very runs to the profile's cost of them,
+    and the simulator run again on the runs (`validate --engine-runs`). It says what is left
+    once the machine's speed during the runs is known; it is not a prediction."""
+    import subprocess
+
+    hw = HardwareProfile.load(vllm_hw)
+    overhead = _overhead_of(hw)
+    outs = []
+    for d in dirs:
+        doc = json.loads((Path(d) / "validation.json").read_text())
+        for pol in doc["policies"]:
+            _, real, model = _iteration_sums(hw, overhead, doc, d, pol)["decode"]
+            factor = real / model
+            data = yaml.safe_load(Path(vllm_hw).read_text())
+            st = data["step_time"]
+            st["seconds"] = [v * factor for v in st["seconds"]]
+            for key in ("per_context_token_s", "per_request_s"):
+                if key in st:
+                    st[key] *= factor
+            for table in (data.get("draft_time") or {}).values():
+                table["seconds"] = [v * factor for v in table["seconds"]]
+            name = f"{Path(doc['trace']).stem}-{pol}"
+            data["name"] = f"speed-scaled-{name}"
+            Path(out).mkdir(parents=True, exist_ok=True)
+            scaled = Path(out) / f"{name}.yaml"
+            scaled.write_text(yaml.safe_dump(data, sort_keys=False))
+            dest = Path(out) / name
+            subprocess.run([sys.executable, "-m", "dspark_sim", "validate", doc["trace"], "--engine", "vllm",
+                            "--policies", pol, "--repeats", str(doc["repeats"]), "--engine-runs",
+                            str(doc.get("engine_runs") or d), "--hw", str(scaled), "--out", str(dest)],
+                           check=True, stdout=subprocess.DEVNULL)
+            print(f"{name}: profile x {factor:.3f}", file=sys.stderr)
+            outs.append(str(dest))
+    validation(*outs)
+
+
 if __name__ == "__main__":
     {"acceptance": acceptance, "curves": curves, "validation": validation,
-     "iterations": iterations}[sys.argv[1]](*sys.argv[2:])
+     "iterations": iterations, "speed-scaled": speed_scaled}[sys.argv[1]](*sys.argv[2:])
