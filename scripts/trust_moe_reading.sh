@@ -3,7 +3,8 @@
 # ROCm blog's MiniMax-M2.5 no-speculation arm (4 x MI355X, c = 4..64; the shipped case
 # amd-blog-minimax-m25-mi355x-eagle3) fitted as a user would with `profile fit --family moe`,
 # with and without its per-token reading; then `sweep` of no speculation against EAGLE-3 with 3
-# drafts (the case's acceptance point) over the published concurrencies, gain interval per SLA.
+# drafts (the case's acceptance point) over the published concurrencies, gain interval per SLA,
+# and `plan` of both at 20 requests a second and 60 tok/s/user.
 # Needs nothing outside the package. Usage: scripts/trust_moe_reading.sh [OUT]
 set -ex
 D=${1:-runs/trust/moe-reading}
@@ -26,6 +27,10 @@ with open(f"{d}/trace.jsonl", "w") as f:
     for i in range(640):
         f.write(json.dumps({"id": f"r{i}", "arrival_s": 0.0, "prompt_tokens": 1024,
                             "output_tokens": 1024, "task": "chat"}) + "\n")
+with open(f"{d}/arrivals.jsonl", "w") as f:           # 20 requests a second, for `plan`
+    for i in range(300):
+        f.write(json.dumps({"id": f"a{i}", "arrival_s": i * 0.05, "prompt_tokens": 1024,
+                            "output_tokens": 1024, "task": "chat"}) + "\n")
 case.arm("eagle3").acceptance.save(f"{d}/eagle3.acceptance.json")
 PY
 FIT="--family moe --experts 256 --top-k 8 --fix per_context_token_s=0 --gpus 4 \
@@ -35,4 +40,6 @@ SW="--trace $D/trace.jsonl --policies ar,static-3 --acceptance $D/eagle3.accepta
 for R in per-token-reading no-per-token-reading; do
   $DS profile fit $D/obs.yaml --out $D/$R/fit.yaml $FIT --$R
   $DS sweep $SW --hw $D/$R/fit.yaml --out $D/$R/sweep --cache $D/$R/cache
+  $DS plan --trace $D/arrivals.jsonl --sla 60 --policies ar,static-3 --hw $D/$R/fit.yaml \
+    --acceptance $D/eagle3.acceptance.json --out $D/$R/plan --cache $D/$R/pcache --workers 2
 done
