@@ -34,7 +34,7 @@ with open(f"{d}/arrivals.jsonl", "w") as f:           # 20 requests a second, fo
 case.arm("eagle3").acceptance.save(f"{d}/eagle3.acceptance.json")
 PY
 FIT="--family moe --experts 256 --top-k 8 --fix per_context_token_s=0 --gpus 4 \
-  --split-prior specdecode-bench-llama31-8b-h100 --draft-layer-share eagle3=1/62"
+  --split-prior specdecode-bench-llama31-8b-h100 --draft-layer-share eagle3=4/62"
 SW="--trace $D/trace.jsonl --policies ar,static-3 --acceptance $D/eagle3.acceptance.json \
   --load-range 4,64 --points 5 --requests-per-user 4 --sla 60,80,100,120 --workers 2"
 for R in per-token-reading no-per-token-reading; do
