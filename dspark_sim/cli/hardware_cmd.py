@@ -91,6 +91,10 @@ def register(app: typer.Typer) -> None:
         tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree of attention and dense parts."),
         ep: int = typer.Option(1, "--ep", help="Expert-parallel degree (MoE); GPUs per replica = max(tp, ep), "
                                "attention runs data-parallel over max(tp, ep) / tp groups."),
+        draft_tp: int = typer.Option(0, "--draft-tp", help="Tensor-parallel degree of the drafters "
+                                     "(vLLM's draft_tensor_parallel_size; 0: the target's --tp). "
+                                     "Below --tp a drafter runs whole on fewer GPUs and its tables "
+                                     "price that; must divide --tp."),
         dtype: str = typer.Option("bf16", "--dtype", help="Weights and GEMM math: bf16 or fp8."),
         kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache element type: bf16 or fp8."),
         max_batch_tokens: Optional[int] = typer.Option(None, "--max-batch-tokens",
@@ -156,7 +160,7 @@ def register(app: typer.Typer) -> None:
         from ..hardware.plot import plot_profile
 
         settings = RooflineSettings(
-            dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep, compute_efficiency=compute_eff,
+            dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep, draft_tp=draft_tp, compute_efficiency=compute_eff,
             bandwidth_efficiency=bandwidth_eff, comm_efficiency=comm_eff, comm_overlap=comm_overlap,
             overhead_s=overhead_ms / 1e3, layer_overhead_s=layer_overhead_us / 1e6,
             collective_latency_s=collective_latency_us / 1e6, a2a_latency_s=a2a_latency_us / 1e6,
@@ -165,7 +169,8 @@ def register(app: typer.Typer) -> None:
         shape = load_model_shape(model)
         roof = Roofline(shape, get_gpu(gpu), settings)
         kinds = tuple(k for k in drafters.split(",") if k.strip())
-        layout = f"tp{tp}" + (f"-ep{ep}" if ep > 1 else "")
+        layout = f"tp{tp}" + (f"-ep{ep}" if ep > 1 else "") + \
+            (f"-drafttp{draft_tp}" if draft_tp and draft_tp != tp else "")
         name = name or f"{roof.gpu.name.lower()}x{roof.gpus}-{shape.name}-{layout}-{dtype}"
         profile = analytic_profile(roof, name, max_batch_tokens, max_batch_requests, kinds,
                                    _roofline_cudagraph(max_capture_size, speculative_tokens,

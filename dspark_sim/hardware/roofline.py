@@ -10,7 +10,7 @@ roofline_settings.py; docs/hardware.md writes out every formula.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -184,6 +184,13 @@ class Roofline:
             raise InputError(f"unknown drafter kind {kind!r} ({', '.join(DRAFTER_KINDS)})",
                              field="drafters")
         m, s = self.model, self.s
+        if s.draft_tp and s.draft_tp != s.tp:
+            # the drafter whole on draft_tp GPUs (vLLM's draft_tensor_parallel_size), its own
+            # all-reduces only; an MoE target's MTP layer is sharded like the target's
+            if kind == "mtp1" and m.is_moe:
+                raise InputError("an MoE target's MTP layer runs with the target's parallelism; "
+                                 "--draft-tp is for drafters with dense layers", field="draft_tp")
+            return Roofline(m, self.gpu, replace(s, tp=s.draft_tp, ep=1, draft_tp=0)).draft_time(kind, requests)
         R = np.asarray(requests, dtype=float)
         tokens = R * s.gamma if kind in ("dflash", "dspark") else R
         layers = s.draft_layers.get(kind, 1)

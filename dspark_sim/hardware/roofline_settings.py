@@ -25,6 +25,7 @@ class RooflineSettings:
     activation_bytes: int = 2            # activations and communication payloads (bf16)
     tp: int = 1                          # tensor-parallel degree of attention / dense parts
     ep: int = 1                          # expert-parallel degree of the routed experts
+    draft_tp: int = 0                    # tensor-parallel degree of the drafter (0: tp's)
     compute_efficiency: float = 0.6      # achieved fraction of peak dense FLOP/s (MFU-like)
     bandwidth_efficiency: float = 0.8    # achieved fraction of HBM bandwidth
     comm_efficiency: float = 0.7         # achieved fraction of NVLink / network bandwidth
@@ -56,6 +57,8 @@ class RooflineSettings:
                 raise InputError("must be in (0, 1]", field=key)
         if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
             raise InputError("must be in (0, 1]", field="attention_efficiency")
+        if self.draft_tp < 0 or (self.draft_tp and self.tp % self.draft_tp):
+            raise InputError(f"must be 0 (the target's tp) or divide tp = {self.tp}", field="draft_tp")
         if not 0 <= self.comm_overlap <= 1:
             raise InputError("must be in [0, 1]", field="comm_overlap")
         for key in ("overhead_s", "layer_overhead_s", "collective_latency_s", "a2a_latency_s",
@@ -75,6 +78,9 @@ SETTING_SOURCES: dict[str, str] = {
     "activation_bytes": "bf16 activations and communication payloads, as in vLLM/SGLang decode",
     "tp": "user input (--tp)",
     "ep": "user input (--ep)",
+    "draft_tp": "user input (--draft-tp; 0: the target's tp). vLLM's draft_tensor_parallel_size: "
+                "a drafter below the target's tp runs whole on fewer GPUs (replicated), so its "
+                "layers stream tp / draft_tp times the weights per GPU",
     "compute_efficiency": "choice: 60% of peak dense FLOP/s for large GEMMs, a typical achieved "
                           "MFU of Hopper GEMM kernels in serving (--compute-eff)",
     "bandwidth_efficiency": "choice: 80% of datasheet HBM bandwidth for weight streaming, what "

@@ -165,3 +165,39 @@ def test_latency_floors_by_hand():
     assert one.assumptions()["sources"]["layer_overhead_s"].startswith("choice")
     with pytest.raises(InputError):
         llama_h200(layer_overhead_s=-1.0)
+
+
+def test_a_drafter_below_the_targets_tensor_parallelism_is_priced_whole_on_fewer_gpus():
+    """vLLM's draft_tensor_parallel_size 1 beside a TP4 target: the drafter's layer and LM head
+    stream all their weights on one GPU, so its pass costs what it costs on one GPU (dearer than
+    the TP4 share); at the target's own tp nothing changes; the step itself is untouched."""
+    m, g = load_model_shape("llama-3.1-8b"), get_gpu("H100")
+    tp4 = Roofline(m, g, RooflineSettings(tp=4))
+    d1 = Roofline(m, g, RooflineSettings(tp=4, draft_tp=1))
+    one = Roofline(m, g, RooflineSettings(tp=1))
+    for kind in ("eagle3", "dflash", "mtp1"):
+        for R in (1, 64):
+            assert d1.draft_time(kind, R) == pytest.approx(one.draft_time(kind, R))
+            assert d1.draft_time(kind, R) > 2 * tp4.draft_time(kind, R)
+    same = Roofline(m, g, RooflineSettings(tp=4, draft_tp=4))
+    assert same.draft_time("eagle3", 8) == tp4.draft_time("eagle3", 8)
+    assert float(d1.step_time(64)) == float(tp4.step_time(64))
+    with pytest.raises(InputError, match="divide"):
+        Roofline(m, g, RooflineSettings(tp=4, draft_tp=3))
+    moe = Roofline(load_model_shape("deepseek-v3"), g, RooflineSettings(tp=8, draft_tp=1))
+    with pytest.raises(InputError, match="MTP"):
+        moe.draft_time("mtp1", 4)
+    assert moe.draft_time("eagle3", 4) > Roofline(load_model_shape("deepseek-v3"), g,
+                                                  RooflineSettings(tp=8)).draft_time("eagle3", 4)
+
+
+def test_roofline_cli_names_a_bad_draft_tp(tmp_path, capsys):
+    from dspark_sim.cli import main
+
+    out = tmp_path / "r.yaml"
+    assert main(["roofline", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "4", "--draft-tp", "3",
+                 "--out", str(out)]) == 2
+    assert "draft_tp" in capsys.readouterr().err and not out.exists()
+    assert main(["roofline", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "4", "--draft-tp", "1",
+                 "--out", str(out)]) == 0
+    assert "drafttp1" in out.read_text()
