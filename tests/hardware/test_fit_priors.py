@@ -273,3 +273,23 @@ def test_observations_that_show_the_experts_saturating_rule_the_per_token_readin
                  "--requests-per-user", "3", "--frontier-points", "2", "--max-batch-tokens", "2048"]) == 0
     block = load_hw_profile(str(out)).extra["fit"]["per_token_reading"]
     assert not block["included"] and block["draws"] == [] and block["max_abs_rel_error"] > 0.1
+
+
+def test_a_malformed_per_token_reading_is_named_by_its_field():
+    from dspark_sim.sweep.intervals import fit_spread
+
+    fam = family_from_dict({"family": "moe", "experts": 128, "top_k": 4, "fixed": {"per_context_token_s": 0.0},
+                            "max_batch_tokens": 2048})
+    prof = fam.profile(MOE, "known")
+    good = {**MOE, "per_request_s": 0.0}
+    prof.extra["fit"] = {"family": fam.as_dict(), "draws": [good],
+                         "per_token_reading": {"draws": [{**good, "expert_s": 0.0}, {**good, "floor_s": "x"}]}}
+    with pytest.raises(InputError) as err:
+        fit_spread(prof, "p.yaml")
+    assert "fit.per_token_reading.draws[1]" in str(err.value) and "p.yaml" in str(err.value)
+    prof.extra["fit"]["per_token_reading"]["draws"] = [{**good, "expert_s": 0.0}]
+    assert fit_spread(prof, "p.yaml").reading_from == 1
+    lin = CurveFamily("linear", fixed={"per_context_token_s": 0.0}, max_batch_tokens=2048)
+    prof.extra["fit"]["family"] = lin.as_dict()
+    with pytest.raises(InputError, match="moe"):
+        fit_spread(prof, "p.yaml")
