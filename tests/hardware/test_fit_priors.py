@@ -293,3 +293,24 @@ def test_a_malformed_per_token_reading_is_named_by_its_field():
     prof.extra["fit"]["family"] = lin.as_dict()
     with pytest.raises(InputError, match="moe"):
         fit_spread(prof, "p.yaml")
+
+
+def test_an_moe_fit_with_roofline_priors_gives_its_reading_the_rooflines_linear_values(tmp_path, capsys):
+    """--roofline with --family moe: the per-token reading is fitted with the roofline's floor +
+    per-token values as priors, and the fit writes its block (the path the moe cases, which take
+    the split prior, do not run)."""
+    roof = tmp_path / "roof.yaml"
+    assert main(["roofline", "--model", "deepseek-v3", "--gpu", "H200", "--tp", "8", "--ep", "8",
+                 "--dtype", "fp8", "--out", str(roof)]) == 0
+    fam = family_from_dict({"family": "moe", "experts": 256, "top_k": 8, "fixed": {"per_context_token_s": 0.0},
+                            "max_batch_tokens": 2048})
+    obs = obs_file(tmp_path, fam, MOE, (32, 48, 64))
+    out = tmp_path / "fit.yaml"
+    assert main(["profile", "fit", str(obs), "--out", str(out), "--family", "moe", "--experts", "256",
+                 "--top-k", "8", "--fix", "per_context_token_s=0", "--roofline", str(roof), "--bootstrap", "6",
+                 "--rounds", "1", "--requests-per-user", "3", "--frontier-points", "2",
+                 "--max-batch-tokens", "2048"]) == 0
+    assert "per-token reading" in capsys.readouterr().err
+    block = load_hw_profile(str(out)).extra["fit"]["per_token_reading"]
+    assert set(block["parameters"]) >= {"floor_s", "per_token_s", "expert_s"} and block["parameters"]["expert_s"] == 0.0
+    assert block["max_abs_rel_error"] >= 0 and isinstance(block["included"], bool)
