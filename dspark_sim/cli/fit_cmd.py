@@ -241,19 +241,19 @@ def register(profile_app: typer.Typer) -> None:
             console.print(split_note)
         if reading_line:
             console.print(reading_line)
+            reading_line = reading_line[0].upper() + reading_line[1:] + "."
         prof = result.profile
         prof.device, prof.model = device, model
         prof.extra = {"notes": (note + " " if note else "") +
                       "Fitted by `dspark-sim profile fit`: the step curve under which the simulator "
                       "reproduces the observations (fit.residuals). "
                       + drafts.describe() + "." + (" " + split_note if split_note else "")
-                      + (" " + reading_line[0].upper() + reading_line[1:] + "." if reading_line else ""),
+                      + (" " + reading_line if reading_line else ""),
                       "fit": fit_block(result, cal, [str(p) for p in observations])}
         if reading_block is not None:
             prof.extra["fit"]["per_token_reading"] = reading_block
         HardwareProfile.from_dict(prof.to_dict(), file=out)   # what the loader would say, before writing
-        report = report_markdown(result) + (f"\n{reading_line[0].upper() + reading_line[1:]}.\n"
-                                            if reading_line else "")
+        report = report_markdown(result) + (f"\n{reading_line}\n" if reading_line else "")
         prof.save(out)
         write_text_atomic(out.with_suffix(".fit.md"), report)
         write_json_atomic(out.with_suffix(".fit.json"), prof.extra["fit"])

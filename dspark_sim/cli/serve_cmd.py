@@ -105,10 +105,7 @@ def _serve_replay_vllm(trace: Path, policies: list[str], out: Path, seed: int, *
 def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptance: Optional[str],
                    repeats: int, out: Path, seed: int, engine_runs: Optional[Path],
                    kv_semantics: str, fresh_servers: Optional[bool] = None, **inputs) -> None:
-    """validate --engine vllm (dspark_sim/vllm/validate.py): the error table. A server per run
-    unless told otherwise or attached to one (--url)."""
-    if fresh_servers is None:
-        fresh_servers = not inputs.get("url")
+    """validate --engine vllm (dspark_sim/vllm/validate.py): the error table."""
     import shlex
     import sys
 

@@ -60,6 +60,11 @@ class FitSpread:
     observed_range: dict[str, list[float]]
     reading_from: int | None = None      # draws from here on: an MoE fit's per-token reading
 
+    @property
+    def own_draws(self) -> int:
+        """How many draws are the fit's own (those before an MoE fit's per-token reading)."""
+        return len(self.draws) if self.reading_from is None else self.reading_from
+
 
 def check_spread_draws(n: int) -> None:
     """0 (point estimate only) or 2..MAX_SPREAD_DRAWS."""
@@ -187,7 +192,7 @@ def pick_draws(spread: FitSpread, n: int, where: list[Operating]) -> list[int]:
         return []
     profs = [draw_profile(spread, d, f"{spread.profile.name}-draw{i}") for i, d in enumerate(spread.draws)]
     speed, gain = _proxies(profs, spread.profile, where)
-    own = len(spread.draws) if spread.reading_from is None else spread.reading_from
+    own = spread.own_draws
     values = {"speed": speed[:own], "gain": gain[:own]}
     chosen: list[int] = []
     for axis, q in _ORDER[: min(n, own)]:
@@ -196,7 +201,7 @@ def pick_draws(spread: FitSpread, n: int, where: list[Operating]) -> list[int]:
         # the nearest rank not taken yet, towards the middle first
         ranks = sorted(range(len(order)), key=lambda r: (abs(r - target), abs(r - len(order) / 2)))
         chosen.append(next(int(order[r]) for r in ranks if int(order[r]) not in chosen))
-    if spread.reading_from is not None and own < len(spread.draws):
+    if own < len(spread.draws):
         # an MoE fit's per-token reading (sweep/per_token_reading.py): one draw more, its least
         # favourable to speculation, so the interval spans both readings
         chosen.append(own + int(np.argmax(gain[own:])))
@@ -225,8 +230,8 @@ def describe(spread: FitSpread | None, indices: list[int], hw: HardwareProfile) 
     if not indices:
         return {"interval": None, "note": "interval not computed (--spread-draws 0)",
                 "observed_range": spread.observed_range}
-    own = len(spread.draws) if spread.reading_from is None else spread.reading_from
-    reading = "" if spread.reading_from is None else (
+    own = spread.own_draws
+    reading = "" if own == len(spread.draws) else (
         f", and the draw of its per-token reading (one of {len(spread.draws) - own}) least "
         "favourable to speculation")
     return {"interval": f"range over the point estimate and {sum(i < own for i in indices)} of the "

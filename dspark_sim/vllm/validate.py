@@ -20,11 +20,12 @@ VLLM_DEFAULT_HW = "cpu-2core-smollm2-135m-vllm"
 def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acceptance: str | None,
                      repeats: int, out: Path, seed: int, engine_runs: Path | None = None,
                      kv_semantics: str = "reserve", command: str = "",
-                     status: Callable[[str], None] | None = None, fresh_servers: bool = True,
+                     status: Callable[[str], None] | None = None, fresh_servers: bool | None = None,
                      **inputs):
     """Serve (or read back from `engine_runs`), simulate, compare and write into `out`; the
     Validation and the files written. `inputs`: the keyword arguments of
-    replay.replay_inputs after `seed` (bs_schedule among them)."""
+    replay.replay_inputs after `seed` (bs_schedule among them). `fresh_servers`: a server per
+    run; by default yes unless attached to a running server (`url`)."""
     from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                      load_hw_profile)
     from ..serve.validate import compare_with_sim, write_validation
@@ -35,6 +36,8 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
 
     if repeats < 1:
         raise InputError(f"must be >= 1, got {repeats}", field="--repeats")
+    if fresh_servers is None:
+        fresh_servers = not inputs.get("url")
     hw_name = hw or VLLM_DEFAULT_HW
     hw_prof = load_hw_profile(hw_profile_path(hw_name))
     given = parse_acceptance_option(acceptance, policies) if acceptance else {}
