@@ -104,8 +104,10 @@ def _serve_replay_vllm(trace: Path, policies: list[str], out: Path, seed: int, *
 
 def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptance: Optional[str],
                    repeats: int, out: Path, seed: int, engine_runs: Optional[Path],
-                   kv_semantics: str, fresh_servers: Optional[bool] = None, **inputs) -> None:
+                   kv_semantics: str, fresh_servers: Optional[bool] = None,
+                   speed_check: Optional[bool] = None, **inputs) -> None:
     """validate --engine vllm (dspark_sim/vllm/validate.py): the error table."""
+    import json
     import shlex
     import sys
 
@@ -118,7 +120,12 @@ def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptan
     with Console(stderr=True).status("vLLM") as status:
         v, written = validate_on_vllm(trace, policies, hw, acceptance, repeats, out, seed, engine_runs,
                                       kv_semantics, command, status=lambda s: status.update(s),
-                                      fresh_servers=fresh_servers, **inputs)
+                                      fresh_servers=fresh_servers, speed_check=speed_check, **inputs)
+    speeds = json.loads((out / "validation.json").read_text()).get("speed_check") or {}
+    for pol, runs in speeds.items():
+        typer.echo(f"{pol}: simulated at the speed each run's server showed just before its trace: "
+                   "decode x" + ", x".join(f"{r['decode']:.3f}" for r in runs) +
+                   "; prefill x" + ", x".join(f"{r['prefill']:.3f}" for r in runs))
     typer.echo(markdown_table(v.table, HEADLINE + ("ttft_s.p50", "tps_user.p10", "ttft_s.p99")))
     typer.echo("wrote " + ", ".join(str(w) for w in written))
 
@@ -204,6 +211,13 @@ def register(app: typer.Typer) -> None:
                                            "holds how much one server start differs from the next; "
                                            "about 25 s more a run on 2 cores), or run all of a "
                                            "policy's repeats, back to back, on one warm server."),
+        speed_check: Optional[bool] = typer.Option(None, "--speed-check/--no-speed-check",
+                                         show_default=False, help="vllm engine: just before each "
+                                         "run, time a few of the profile's points on its server "
+                                         "(~20 s) and simulate that run on the profile scaled to "
+                                         "the speed measured, decode and prefill apart (the default "
+                                         "without --url; with --engine-runs, when the runs hold "
+                                         "one). --no-speed-check: the profile as it is."),
         prompts: PromptsOpt = None,
         chat: ServeChatOpt = True,
         time_scale: TimeScaleOpt = 1.0,
@@ -246,7 +260,7 @@ def register(app: typer.Typer) -> None:
             _validate_vllm(trace, [p.strip() for p in policies.split(",") if p.strip()],
                            machine_checked_hw(hw or VLLM_DEFAULT_HW),
                            acceptance, repeats, out, seed, engine_runs, kv_semantics, fresh_servers,
-                           **_vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf,
+                           speed_check, **_vllm_inputs(target, prompts, chat, time_scale, vllm_python, aiperf,
                                           vllm_drafter, url, timeout, vllm_server, bs_schedule))
             return
         hw = machine_checked_hw(hw or "cpu-2core-smollm2-135m")

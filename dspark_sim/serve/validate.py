@@ -170,10 +170,12 @@ def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: Har
                      acceptance: dict[str, tuple[AcceptanceProfile | None, str | None]],
                      seed: int = 0, trace_name: str | None = None,
                      hw_name: str | None = None, kv_semantics: str = "reserve",
-                     schedule: list[list[int]] | None = None) -> Validation:
+                     schedule: list[list[int]] | None = None,
+                     run_hw: dict[str, list[HardwareProfile]] | None = None) -> Validation:
     """Replay `trace` in the simulator as often as the engine served it (seeds seed, seed + 1,
     ...; KV reserved at admission or paged with preemption) and compare with the engine's runs
-    of each policy."""
+    of each policy. `run_hw`: a profile per policy and run (seed k is simulated on run k's),
+    e.g. `hw` scaled to each run's speed check; else `hw` for all."""
     policies = list(engine)
     repeats = max(len(r) for r in engine.values())
     sim = {}
@@ -183,13 +185,14 @@ def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: Har
         if schedule and pol == "vllm-schedule":
             from ..sim.speculation.spec_config import parse_schedule
             sched = parse_schedule(json.dumps(schedule), prof.gamma)
-        sim[pol] = [replay(trace, pol, hw, prof, seed=seed + k, trace_name=trace_name,
-                           hw_name=hw_name, acceptance_name=name, kv_semantics=kv_semantics,
-                           schedule=sched) for k in range(repeats)]
+        sim[pol] = [replay(trace, pol, run_hw[pol][k] if run_hw else hw, prof, seed=seed + k,
+                           trace_name=trace_name, hw_name=hw_name, acceptance_name=name,
+                           kv_semantics=kv_semantics, schedule=sched) for k in range(repeats)]
     cost = {}
     for pol, runs in engine.items():
         kind = acceptance[pol][0].drafter_kind if acceptance[pol][0] is not None else None
-        cost[pol] = [iteration_cost_errors(r.iterations, hw, kind) for r in runs]
+        cost[pol] = [iteration_cost_errors(r.iterations, run_hw[pol][k] if run_hw else hw, kind)
+                     for k, r in enumerate(runs)]
     return Validation(error_table(engine, sim), engine, sim, cost, outputs_agree(engine))
 
 
@@ -217,6 +220,14 @@ def report_markdown(v: Validation, meta: dict[str, Any]) -> str:
                            f"{c['median_error']:+.1%} | "
                            f"{c['median_abs_error']:.1%} | {c['p90_abs_error']:.1%} | "
                            f"{c['forward_share']:.0%} | {c['draft_share']:.0%} |")
+    if meta.get("speed_check"):
+        out += ["", "## Speed check of each run's server", "",
+                "Just before its trace each run's server timed a few of the profile's points; the "
+                "run was simulated on the profile with decode times x the decode factor and prefill "
+                "chunks x the prefill factor (measured / the profile's price, medians).", "",
+                "| policy | run | decode factor | prefill factor |", "|---|---|---|---|"]
+        for pol, runs in meta["speed_check"].items():
+            out += [f"| {pol} | {k} | x{f['decode']:.3f} | x{f['prefill']:.3f} |" for k, f in enumerate(runs)]
     a = v.agreement
     out += ["", f"Outputs: {a['requests_differing']} of {a['requests']} requests differ between "
             f"the {a['runs']} engine runs (all policies; greedy decoding must give the same tokens).", ""]

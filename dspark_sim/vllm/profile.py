@@ -55,7 +55,9 @@ class VLLMGrid:
         return (decode + len(self.prefill_chunks) + (2 * decode if speculative else 0)) * self.repeats
 
 
-def _prompt(rng: np.random.Generator, vocab: int, length: int, repeated: bool) -> list[int]:
+def burst_prompt(rng: np.random.Generator, vocab: int, length: int, repeated: bool) -> list[int]:
+    """Random token ids (an n-gram drafter rarely matches) or one random 16-token block repeated
+    (it matches)."""
     if not repeated:
         return rng.integers(100, vocab, size=length).tolist()
     block = rng.integers(100, vocab, size=16)
@@ -160,13 +162,13 @@ def profile_side_by_side(timers: list[BurstTimer], grid: VLLMGrid, vocab: int, s
     tick = progress or (lambda: None)
     for timer in timers:
         for _ in range(grid.warmup):                               # first calls pay set-up
-            timer.burst([_prompt(rng, vocab, 64, False) for _ in range(2)], 8)
+            timer.burst([burst_prompt(rng, vocab, 64, False) for _ in range(2)], 8)
     walk, speculative = 0, any(t.label != "plain" for t in timers)
     for _ in range(grid.repeats):
         for c in grid.contexts:
             for r in grid.batches:
-                random = [_prompt(rng, vocab, c, False) for _ in range(r)]
-                repeated = [_prompt(rng, vocab, c, True) for _ in range(r)] if speculative else []
+                random = [burst_prompt(rng, vocab, c, False) for _ in range(r)]
+                repeated = [burst_prompt(rng, vocab, c, True) for _ in range(r)] if speculative else []
                 for timer in (timers if walk % 2 == 0 else timers[::-1]):
                     timer.decode(c, random, "random")
                     tick()
@@ -175,7 +177,7 @@ def profile_side_by_side(timers: list[BurstTimer], grid: VLLMGrid, vocab: int, s
                         tick()
                 walk += 1
         for length in grid.prefill_chunks:
-            timers[0].prefill(_prompt(rng, vocab, length, False))
+            timers[0].prefill(burst_prompt(rng, vocab, length, False))
             tick()
 
 

@@ -118,6 +118,16 @@ def replay_on_server(server, trace: Trace, trace_name: str, policy: str, prompts
     return ServeResult(policy, frame, summary, [], [], None)
 
 
+def _check_speed_before(server, setup: VLLMSetup, run_dir: Path, seed: int) -> None:
+    from .runtime import model_vocab
+    from .speed_check import SPEED_CHECK_FILE, check_speed
+
+    spec = server.spec.speculative
+    run_dir.mkdir(parents=True, exist_ok=True)
+    check_speed(server, model_vocab(setup.base.model), drafter_kind(spec) if spec else None,
+                seed).save(run_dir / SPEED_CHECK_FILE)
+
+
 def run_order(policies: list[str], repeats: int, fresh_servers: bool) -> list[list[tuple[str, int]]]:
     """The runs as groups that share one server, in the order they are served: per policy all
     its repeats on one server, or one run per server, repeat by repeat, the policies' order
@@ -132,13 +142,17 @@ def serve_trace_vllm(trace: Trace, trace_name: str, policies: list[str], prompts
                      setup: VLLMSetup, policy_dir: Callable[[str], Path], repeats: int = 1,
                      seed: int = 0, on_run: Callable[[str, int, ServeResult], None] | None = None,
                      status: Callable[[str], None] | None = None,
-                     fresh_servers: bool = False) -> dict[str, list[ServeResult]]:
+                     fresh_servers: bool = False, speed_check: bool = False) -> dict[str, list[ServeResult]]:
     """Every policy `repeats` times, on one warm server per policy or (`fresh_servers`) on a
     freshly started server per run (run_order); run k of policy P is written to policy_dir(P)
-    (one repeat) or policy_dir(P)/run-k, each as soon as it ends."""
+    (one repeat) or policy_dir(P)/run-k, each as soon as it ends. With `speed_check` each run
+    is preceded by a speed check of its server (speed_check.py), kept as speed-check.json."""
     if fresh_servers and setup.url:
         raise InputError("a server given by --url cannot be restarted for each run",
                          field="--fresh-servers")
+    if speed_check and setup.url:
+        raise InputError("a server given by --url writes no iteration log here to time a speed "
+                         "check on", field="--speed-check")
     say = status or (lambda s: None)
     results: dict[str, list[ServeResult]] = {pol: [] for pol in policies}
     warm_ids = prompts[0][:48] if prompts and prompts[0] else list(range(100, 148))
@@ -156,6 +170,9 @@ def serve_trace_vllm(trace: Trace, trace_name: str, policies: list[str], prompts
         try:
             _warm_up(server.url, server.spec.served_name, warm_ids)
             for _, k in group:
+                if speed_check:
+                    say(f"{pol}: speed check before replay {k + 1}/{repeats}")
+                    _check_speed_before(server, setup, where(pol, k), seed + k)
                 say(f"{pol}: replay {k + 1}/{repeats}")
                 res = replay_on_server(server, trace, trace_name, pol, prompts, setup, where(pol, k), seed)
                 if isinstance(server, VLLMServer):

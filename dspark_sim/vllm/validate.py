@@ -21,11 +21,13 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
                      repeats: int, out: Path, seed: int, engine_runs: Path | None = None,
                      kv_semantics: str = "reserve", command: str = "",
                      status: Callable[[str], None] | None = None, fresh_servers: bool | None = None,
-                     **inputs):
+                     speed_check: bool | None = None, **inputs):
     """Serve (or read back from `engine_runs`), simulate, compare and write into `out`; the
     Validation and the files written. `inputs`: the keyword arguments of
     replay.replay_inputs after `seed` (bs_schedule among them). `fresh_servers`: a server per
-    run; by default yes unless attached to a running server (`url`)."""
+    run; by default yes unless attached to a running server (`url`). `speed_check`: each run
+    simulated on the profile scaled to its server's speed check (speed_check.py); by default
+    yes unless attached by `url`, and for `engine_runs` when they hold one."""
     from ..profiles.registry import (acceptance_profile_path, hw_profile_path, load_acceptance_profile,
                                      load_hw_profile)
     from ..serve.validate import compare_with_sim, write_validation
@@ -33,11 +35,15 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
     from .replay import (imported_acceptance, load_engine_runs, read_schedule, replay_inputs,
                          serve_trace_vllm)
     from .runtime import policy_spec_tokens
+    from .speed_check import has_speed_check, speed_checks_of
 
     if repeats < 1:
         raise InputError(f"must be >= 1, got {repeats}", field="--repeats")
     if fresh_servers is None:
         fresh_servers = not inputs.get("url")
+    if speed_check is None:
+        speed_check = has_speed_check(engine_runs, policies, repeats) if engine_runs is not None \
+            else not inputs.get("url")
     hw_name = hw or VLLM_DEFAULT_HW
     hw_prof = load_hw_profile(hw_profile_path(hw_name))
     given = parse_acceptance_option(acceptance, policies) if acceptance else {}
@@ -54,7 +60,7 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
         trace, ids, setup = replay_inputs(trace_path, policies, seed=seed, **inputs)
         engine = serve_trace_vllm(trace, str(trace_path), policies, ids, setup,
                                   lambda p: out / "engine" / p, repeats, seed, status=status,
-                                  fresh_servers=fresh_servers)
+                                  fresh_servers=fresh_servers, speed_check=speed_check)
         runs_dir = out
     accept = {}
     for pol in policies:
@@ -66,12 +72,16 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
             accept[pol] = imported_acceptance(trace, runs_dir / "engine" / pol, repeats, pol)
     schedule = read_schedule(inputs.get("bs_schedule"), policies) if engine_runs is not None else \
         (setup.schedule if setup else None)
+    run_hw, speeds = None, None
+    if speed_check:
+        run_hw, speeds = speed_scaled_runs(hw_prof, speed_checks_of(runs_dir, policies, repeats))
     v = compare_with_sim(trace, engine, hw_prof, accept, seed, str(trace_path), hw_name, kv_semantics,
-                         schedule)
+                         schedule, run_hw)
     first = engine[policies[0]][0].summary
     meta = {"engine": "vllm", "trace": str(trace_path), "policies": policies,
             "engine_runs": str(runs_dir), "hw": hw_name, "kv_semantics": kv_semantics, "repeats": repeats, "seed": seed,
             "fresh_servers": None if engine_runs is not None else fresh_servers,
+            "speed_check": speeds,
             "server_args": first.get("server_args"),
             "speculative_configs": {p: r[0].summary.get("speculative_config") for p, r in engine.items()},
             "acceptance": {p: a for p, (_, a) in accept.items()},
@@ -82,3 +92,16 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
             "command": command}
     written = write_validation(v, out, meta, trace.ids, engine_written=engine_runs is None)
     return v, written
+
+
+def speed_scaled_runs(hw, checks: dict) -> tuple[dict, dict]:
+    """Per policy and run, `hw` scaled by that run's speed-check factors, and the factors
+    (decode, prefill) as written into validation.json."""
+    from ..profiles.speed_scale import speed_scaled
+
+    run_hw, speeds = {}, {}
+    for pol, runs in checks.items():
+        factors = [c.factors(hw) for c in runs]
+        run_hw[pol] = [speed_scaled(hw, d, p) for d, p in factors]
+        speeds[pol] = [{"decode": round(d, 4), "prefill": round(p, 4)} for d, p in factors]
+    return run_hw, speeds
