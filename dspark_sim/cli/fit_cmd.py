@@ -110,8 +110,11 @@ def register(profile_app: typer.Typer) -> None:
                                            "covers it."),
         draft_layer_share: str = typer.Option("", "--draft-layer-share", help="Without tables: price "
                                               "drafter KIND as a share of the fitted step, "
-                                              "KIND=DRAFT_LAYERS/TARGET_LAYERS[:GAMMA],... (e.g. "
-                                              "dspark=3/43:5). With none of the three, drafting is "
+                                              "KIND=DRAFT_LAYERS/TARGET_LAYERS[:WIDTH],... (e.g. "
+                                              "dspark=3/43:5: one pass over R x 5 tokens; eagle3=1/36: "
+                                              "a pass over R tokens per draft; eagle3=4/48:4: a tree "
+                                              "drafter, 4 layer passes over R x 4 tokens once per "
+                                              "iteration). With none of the three, drafting is "
                                               "free and the command says so."),
         kv_capacity: Optional[int] = typer.Option(None, "--kv-capacity-tokens", help="KV tokens one "
                                                   "replica holds [unlimited]."),

@@ -12,8 +12,11 @@ later were often never observed. Three sources, in the order `profile fit` prefe
   against a target of `target_layers` runs `share = draft_layers / target_layers` of a target
   forward over the tokens it drafts (`share x step(tokens)`). Block drafters (dflash, dspark)
   make one pass over R x gamma tokens; autoregressive ones (mtp1, eagle3) one pass over R tokens
-  per sequential draft. First order only: the drafter's own LM head and launch floor scale with
-  the share too.
+  per sequential draft, unless given a width (`eagle3=4/48:4`): then one pass per iteration over
+  R x width tokens whatever the drafts verified, as a tree drafter's (SGLang's EAGLE-3 with
+  top-k > 1: `steps` layer passes over R x top-k branch tokens, however many tree tokens are
+  verified). First order only: the drafter's own LM head and launch floor scale with the share
+  too.
 
 `none` (drafting free) is the fallback only when nothing is given, and `describe()` says so
 loudly; the fit records the source in its report.
@@ -41,16 +44,24 @@ class LayerShare:
     kind: str
     draft_layers: float
     target_layers: float
-    gamma: int = 1                                   # block drafters: drafts per pass
+    gamma: int = 1                                   # tokens per request in one pass
+    width_given: bool = False                        # a sequential kind given a width: one pass
+                                                     # per iteration (a tree drafter)
 
     @property
     def share(self) -> float:
         return self.draft_layers / self.target_layers
 
+    @property
+    def per_iteration(self) -> bool:
+        """One pass per iteration over R x gamma tokens (block drafters, tree drafters); else one
+        pass over R tokens per sequential draft."""
+        return self.kind in BLOCK_KINDS or self.width_given
+
     def seconds(self, step: Callable[[np.ndarray], np.ndarray], requests, drafts=1):
         """Draft seconds for `requests` decoding requests making `drafts` drafts each."""
         R = np.asarray(requests, dtype=float)
-        if self.kind in BLOCK_KINDS:
+        if self.per_iteration:
             return self.share * np.asarray(step(R * self.gamma)) * (R > 0)
         return self.share * np.asarray(step(np.maximum(R, 1.0))) * np.asarray(drafts) * (R > 0)
 
@@ -85,7 +96,7 @@ class DraftCosts:
             grid = np.array([r for r in REQUEST_GRID if r <= (prof.max_batch_tokens or 4096)], dtype=float)
             secs = share.seconds(lambda b: prof.step_time(b), grid)
             prof.draft_curves[kind] = Curve.of(grid, np.maximum(secs, 1e-12))
-            if kind in SEQUENTIAL_KINDS:
+            if kind in SEQUENTIAL_KINDS and not share.per_iteration:
                 per_draft.add(kind)
         prof.per_draft_kinds = frozenset(per_draft)
 
@@ -96,7 +107,9 @@ class DraftCosts:
                     "speculative policy); give --roofline, --draft-time-from or --draft-layer-share")
         if self.source == "layer_share":
             parts = ", ".join(f"{k} = {s.draft_layers:g}/{s.target_layers:g} of a target step"
-                              + (f" over R x {s.gamma} tokens" if k in BLOCK_KINDS else " per draft")
+                              + (f" over R x {s.gamma} tokens" + ("" if k in BLOCK_KINDS else
+                                                                   " once per iteration")
+                                 if s.per_iteration else " per draft")
                               for k, s in self.shares.items())
             return f"draft costs: layer share of the fitted step ({parts}){' -- ' + self.origin if self.origin else ''}"
         kinds = ", ".join(sorted(self.tables.draft_curves)) if self.tables else ""
@@ -106,19 +119,22 @@ class DraftCosts:
         out: dict = {"source": self.source, "origin": self.origin, "summary": self.describe()}
         if self.shares:
             out["layer_share"] = {k: {"draft_layers": s.draft_layers, "target_layers": s.target_layers,
-                                      "gamma": s.gamma} for k, s in self.shares.items()}
+                                      "gamma": s.gamma, **({"per_iteration": True} if s.width_given else {})}
+                                  for k, s in self.shares.items()}
         return out
 
 
 def parse_layer_shares(text: str) -> dict[str, LayerShare]:
-    """'dspark=3/43:7,eagle3=1/36' -> LayerShare per kind (':G' = drafts per block pass)."""
+    """'dspark=3/43:7,eagle3=1/36' -> LayerShare per kind (':G' = tokens per request in one
+    pass; on a sequential kind it makes the drafter a tree drafter priced once per iteration)."""
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         kind, sep, rest = part.partition("=")
         ratio, _, gamma = rest.partition(":")
         num, slash, den = ratio.partition("/")
         try:
-            share = LayerShare(kind.strip(), float(num), float(den), int(gamma) if gamma else 1)
+            share = LayerShare(kind.strip(), float(num), float(den), int(gamma) if gamma else 1,
+                               width_given=bool(gamma) and kind.strip() not in BLOCK_KINDS)
         except ValueError:
             raise InputError(f"expected KIND=DRAFT_LAYERS/TARGET_LAYERS[:GAMMA], got {part!r}",
                              field="draft-layer-share") from None

@@ -142,7 +142,8 @@ def draw_profile(spread: FitSpread, draw: dict[str, float], name: str) -> Hardwa
     costs = fit.get("draft_costs") or {}
     if costs.get("source") == "layer_share" and costs.get("layer_share"):
         shares = {k: LayerShare(k, float(v["draft_layers"]), float(v["target_layers"]),
-                                int(v.get("gamma", 1))) for k, v in costs["layer_share"].items()}
+                                int(v.get("gamma", 1)), width_given=bool(v.get("per_iteration")))
+                  for k, v in costs["layer_share"].items()}
         DraftCosts("layer_share", "", shares=shares).apply(out)
     out.extra = {k: v for k, v in base.extra.items() if k != "fit"}
     out.extra["fit_draw"] = {"of": base.name, "parameters": {k: float(f"{v:.6g}") for k, v in draw.items()}}

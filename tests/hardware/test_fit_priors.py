@@ -92,6 +92,27 @@ def test_drafting_is_never_silently_free():
     assert share.seconds("ar", step, 8) == 0.0
 
 
+def test_a_sequential_drafter_given_a_width_is_a_tree_priced_once_per_iteration():
+    from dspark_sim.hardware.draft_cost import parse_layer_shares
+    from dspark_sim.profiles.curve import Curve
+    from dspark_sim.profiles.hardware import HardwareProfile
+
+    shares = parse_layer_shares("eagle3=4/48:4,mtp1=1/48")
+    step = lambda b: 0.01 + 1e-5 * np.asarray(b)  # noqa: E731
+    tree, chain = shares["eagle3"], shares["mtp1"]
+    assert tree.per_iteration and not chain.per_iteration
+    # 4 layer passes over R x 4 branch tokens, however many tree tokens are verified
+    assert tree.seconds(step, 8, drafts=15) == pytest.approx(4 / 48 * (0.01 + 1e-5 * 32))
+    assert chain.seconds(step, 8, drafts=3) == pytest.approx(3 / 48 * (0.01 + 1e-5 * 8))
+    prof = HardwareProfile("p", "fitted", step_curve=Curve.of([1, 4096], [0.01, 0.01 + 1e-5 * 4095]))
+    costs = DraftCosts("layer_share", "", shares=shares)
+    costs.apply(prof)
+    assert prof.per_draft_kinds == frozenset({"mtp1"})
+    assert prof.draft_time("eagle3", 8, 15) == pytest.approx(4 / 48 * float(prof.step_time(32)), rel=1e-6)
+    assert "once per iteration" in costs.describe()
+    assert costs.as_dict()["layer_share"]["eagle3"]["per_iteration"] is True
+
+
 def _write_obs(path, points):
     path.write_text(yaml.safe_dump({"schema": "dspark-sim/observations/v1", "points": points}))
 

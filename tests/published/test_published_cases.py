@@ -18,7 +18,8 @@ def test_every_shipped_case_loads_with_provenance():
     cases = shipped_cases()
     assert {"vllm-pr52362-dsv4-flash-mi350x", "dspark-paper-v4-flash-fig8", "dspark-paper-v4-pro-fig8",
             "sglang-gpt-oss-120b-h100-eagle3-dflash", "vllm-blog-dsv4-pro-b300",
-            "amd-blog-minimax-m25-mi355x-eagle3"} <= set(cases)
+            "amd-blog-minimax-m25-mi355x-eagle3",
+            "angelslim-issue163-qwen3-30b-a3b-h100x4-eagle3-tree"} <= set(cases)
     for path in cases.values():
         case = load_case(path)
         assert case.source["url"].startswith("https://") and case.source["where"]
@@ -35,6 +36,9 @@ def test_issue_numbers_are_carried_as_published():
     assert case.per_gpu(case.arm("adaptive-k7"))[-1] == pytest.approx(13324.67 / 8)
     amd = load_case(shipped_cases()["amd-blog-minimax-m25-mi355x-eagle3"])   # stated per GPU
     assert list(amd.per_gpu(amd.arm("eagle3"))) == [161.7, 277.9, 436.9, 759.0, 1137.3] and amd.gpus == 4
+    tree = load_case(shipped_cases()["angelslim-issue163-qwen3-30b-a3b-h100x4-eagle3-tree"])  # system tok/s
+    assert tree.arm("eagle3-tree").throughput == (185.64, 476.37, 673.14, 927.11, 1307.95)
+    assert tree.arm("none").throughput[0] == 218.89 and tree.gpus == 4
 
 
 def test_flat_rate_solves_the_accept_length():

@@ -109,3 +109,44 @@ def test_validate_engine_vllm_simulates_again_against_the_served_run(served, tmp
     assert doc["acceptance"]["static-3"] == str(runs / "engine" / "static-3" / "acceptance.json")
     assert doc["command"].startswith("dspark-sim ")
     assert "static-3" in capsys.readouterr().out and (dest / "validation.md").is_file()
+
+
+def test_validate_times_each_runs_server_before_its_trace_and_simulates_at_that_speed(
+        tmp_path, vllm_interpreter, aiperf_executable):
+    # validate --engine vllm, served: a speed check on the run's own server just before its
+    # trace (vllm/speed_check.py), kept beside the run and out of the run's own records, and the
+    # run simulated on the profile scaled by the check's factors
+    from dspark_sim.profiles.speed_scale import speed_scaled
+    from dspark_sim.vllm.speed_check import SpeedCheck
+
+    lines = (REPO / "traces" / "validate-burst.jsonl").read_text().splitlines()[:4]
+    recs = [json.loads(x) for x in lines]
+    for r in recs:
+        r["output_tokens"] = min(r["output_tokens"], 24)
+    trace_path = tmp_path / "tiny.jsonl"
+    trace_path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    dest = tmp_path / "validation"
+    assert main(["validate", str(trace_path), "--engine", "vllm", "--policies", "ar", "--repeats", "1",
+                 "--out", str(dest), "--timeout", "300"]) in (0, None)
+    doc = json.loads((dest / "validation.json").read_text())
+    run = dest / "engine" / "ar"
+    check = SpeedCheck.load(run / "speed-check.json")
+    assert check.drafter is None
+    assert {t.requests for t in check.timings if t.op == "decode"} == {1, 4, 8}
+    assert {t.batch_tokens for t in check.timings if t.op == "prefill"} == {256, 512}
+    hw = load_hw_profile(hw_profile_path(doc["hw"]))      # the shipped one, or this machine's cached
+    decode, prefill = check.factors(hw)
+    assert doc["speed_check"] == {"ar": [{"decode": round(decode, 4), "prefill": round(prefill, 4)}]}
+    # the run's own iterations hold its trace's prompts and none of the check's
+    trace = load_trace(trace_path)
+    iterations = pd.read_csv(run / "iterations.csv")
+    assert iterations["ctx_tokens"].sum() == trace.prompt_tokens.sum()
+    # simulated at that speed: the simulator's run is the replay on the scaled profile
+    sim = pd.read_csv(dest / "sim" / "ar" / "seed-0" / "requests.csv")
+    again = replay(trace, "ar", speed_scaled(hw, decode, prefill), None, seed=0)
+    np.testing.assert_allclose(sim["finish_s"], again.requests["finish_s"])
+    # and the same run simulated on the profile as it is
+    plain = tmp_path / "plain"
+    assert main(["validate", str(trace_path), "--engine", "vllm", "--policies", "ar", "--repeats", "1",
+                 "--engine-runs", str(dest), "--no-speed-check", "--out", str(plain)]) in (0, None)
+    assert json.loads((plain / "validation.json").read_text())["speed_check"] is None

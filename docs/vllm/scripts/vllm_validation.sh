@@ -11,7 +11,9 @@
 # validate-concurrent azure-slice), N (20 prompts per task), OUT (runs/vllm), HW (a profile file:
 # `profile` writes it there instead of over the shipped hw_profiles/cpu-2core-smollm2-135m-vllm.yaml
 # and `validate` simulates on it), SERVERS (--fresh-servers, the default: a server per run; or
-# --warm-servers). Summaries are copied to docs/validation/vllm-<trace>/ and docs/vllm/.
+# --warm-servers), SPEED (--speed-check, the default: each run simulated at the speed its server
+# showed just before its trace; or --no-speed-check). Summaries are copied to
+# docs/validation/vllm-<trace>/ and docs/vllm/.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 COLUMNS=${COLUMNS:-160}
@@ -44,7 +46,7 @@ validate)
     src=traces/$t.jsonl; [ -f "$src" ] || src=$OUT/$t.jsonl
     echo "load: $(cat /proc/loadavg)"
     $CLI validate "$src" --engine vllm --policies "$POLICIES" --vllm-drafter "$DRAFTER" \
-      --repeats "$REPEATS" --prompts "$PROMPTS" ${HW:+--hw "$HW"} ${SERVERS:+"$SERVERS"} --out "$OUT/validate-$t"
+      --repeats "$REPEATS" --prompts "$PROMPTS" ${HW:+--hw "$HW"} ${SERVERS:+"$SERVERS"} ${SPEED:+"$SPEED"} --out "$OUT/validate-$t"
     [ -z "${HW:-}" ] || continue          # a profile of this machine's own: no copy into docs/
     mkdir -p "docs/validation/vllm-$t"
     cp "$OUT/validate-$t"/validation.{md,json} "$OUT/validate-$t/overlay.png" "docs/validation/vllm-$t/"
