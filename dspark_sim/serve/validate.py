@@ -178,6 +178,7 @@ def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: Har
     e.g. `hw` scaled to each run's speed check; else `hw` for all."""
     policies = list(engine)
     repeats = max(len(r) for r in engine.values())
+    hw_of = (lambda pol, k: run_hw[pol][k]) if run_hw else (lambda pol, k: hw)
     sim = {}
     for pol in policies:
         prof, name = acceptance[pol]
@@ -185,14 +186,13 @@ def compare_with_sim(trace: Trace, engine: dict[str, list[ServeResult]], hw: Har
         if schedule and pol == "vllm-schedule":
             from ..sim.speculation.spec_config import parse_schedule
             sched = parse_schedule(json.dumps(schedule), prof.gamma)
-        sim[pol] = [replay(trace, pol, run_hw[pol][k] if run_hw else hw, prof, seed=seed + k,
+        sim[pol] = [replay(trace, pol, hw_of(pol, k), prof, seed=seed + k,
                            trace_name=trace_name, hw_name=hw_name, acceptance_name=name,
                            kv_semantics=kv_semantics, schedule=sched) for k in range(repeats)]
     cost = {}
     for pol, runs in engine.items():
         kind = acceptance[pol][0].drafter_kind if acceptance[pol][0] is not None else None
-        cost[pol] = [iteration_cost_errors(r.iterations, run_hw[pol][k] if run_hw else hw, kind)
-                     for k, r in enumerate(runs)]
+        cost[pol] = [iteration_cost_errors(r.iterations, hw_of(pol, k), kind) for k, r in enumerate(runs)]
     return Validation(error_table(engine, sim), engine, sim, cost, outputs_agree(engine))
 
 

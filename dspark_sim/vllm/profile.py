@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from ..profiles.hardware import HardwareProfile
 
 
+SPECULATIVE = "speculative"     # the label of a timer whose server drafts (BurstTimer)
+
+
 @dataclass(frozen=True)
 class VLLMGrid:
     """Where to time vLLM: decode bursts of R requests at C context tokens; prefill prompts."""
@@ -55,7 +58,7 @@ class VLLMGrid:
         return (decode + len(self.prefill_chunks) + (2 * decode if speculative else 0)) * self.repeats
 
 
-def burst_prompt(rng: np.random.Generator, vocab: int, length: int, repeated: bool) -> list[int]:
+def _prompt(rng: np.random.Generator, vocab: int, length: int, repeated: bool) -> list[int]:
     """Random token ids (an n-gram drafter rarely matches) or one random 16-token block repeated
     (it matches)."""
     if not repeated:
@@ -156,28 +159,28 @@ def profile_side_by_side(timers: list[BurstTimer], grid: VLLMGrid, vocab: int, s
     """Time every decode point on each server in turn (the plain server first at even points of
     the walk, last at odd ones), so the servers are compared on the same prompts within seconds
     of each other, not one whole grid apart while the machine's speed drifts; then the prefill
-    prompts on the first. A speculative server (its label is not "plain") also decodes prompts
-    made of one repeated block, where its n-gram drafter matches."""
+    prompts on the first. A speculative server (labelled SPECULATIVE) also decodes prompts made
+    of one repeated block, where its n-gram drafter matches; any other server random ones only."""
     rng = np.random.default_rng(seed)
     tick = progress or (lambda: None)
     for timer in timers:
         for _ in range(grid.warmup):                               # first calls pay set-up
-            timer.burst([burst_prompt(rng, vocab, 64, False) for _ in range(2)], 8)
-    walk, speculative = 0, any(t.label != "plain" for t in timers)
+            timer.burst([_prompt(rng, vocab, 64, False) for _ in range(2)], 8)
+    walk, speculative = 0, any(t.label == SPECULATIVE for t in timers)
     for _ in range(grid.repeats):
         for c in grid.contexts:
             for r in grid.batches:
-                random = [burst_prompt(rng, vocab, c, False) for _ in range(r)]
-                repeated = [burst_prompt(rng, vocab, c, True) for _ in range(r)] if speculative else []
+                random = [_prompt(rng, vocab, c, False) for _ in range(r)]
+                repeated = [_prompt(rng, vocab, c, True) for _ in range(r)] if speculative else []
                 for timer in (timers if walk % 2 == 0 else timers[::-1]):
                     timer.decode(c, random, "random")
                     tick()
-                    if timer.label != "plain":
+                    if timer.label == SPECULATIVE:
                         timer.decode(c, repeated, "repeated")
                         tick()
                 walk += 1
         for length in grid.prefill_chunks:
-            timers[0].prefill(burst_prompt(rng, vocab, length, False))
+            timers[0].prefill(_prompt(rng, vocab, length, False))
             tick()
 
 
@@ -249,7 +252,7 @@ def measure_vllm_profile(target: str, speculative: str | None, drafter: str, gri
     check_grid(grid, limits)
     model, model_name = resolve_model(target)
     vocab = model_vocab(model)
-    runs = [("plain", None)] + ([("speculative", spec_cfg)] if spec_cfg else [])
+    runs = [("plain", None)] + ([(SPECULATIVE, spec_cfg)] if spec_cfg else [])
     timed, records_all, log_texts, starts = {}, [], [], []
     total, done = grid.points(spec_cfg is not None), [0]
 
@@ -275,7 +278,7 @@ def measure_vllm_profile(target: str, speculative: str | None, drafter: str, gri
             log_texts.append(timer.server.log_path.read_text(errors="replace"))
     timings, draft_timings = timed["plain"], []
     if spec_cfg:
-        timings, draft_timings = split_proposer(timed["plain"], timed["speculative"],
+        timings, draft_timings = split_proposer(timed["plain"], timed[SPECULATIVE],
                                                 drafter_kind(spec_cfg))
     log_text = log_texts[0]
     pgrid = ProfileGrid(grid.batches, tuple(sorted({t.width for t in timings if t.op == "decode"})),

@@ -46,6 +46,11 @@ class VLLMSetup:
     schedule: list[list[int]] | None = None   # vllm-schedule's batch-size schedule (vLLM JSON)
 
 
+def run_dir(policy_dir: Path, k: int, repeats: int) -> Path:
+    """Where run k of a policy lives: the policy's folder itself (one repeat) or its run-k."""
+    return policy_dir if repeats == 1 else policy_dir / f"run-{k}"
+
+
 def _spec_for(setup: VLLMSetup, policy: str) -> ServerSpec:
     from dataclasses import replace
 
@@ -156,7 +161,7 @@ def serve_trace_vllm(trace: Trace, trace_name: str, policies: list[str], prompts
     say = status or (lambda s: None)
     results: dict[str, list[ServeResult]] = {pol: [] for pol in policies}
     warm_ids = prompts[0][:48] if prompts and prompts[0] else list(range(100, 148))
-    where = (lambda pol, k: policy_dir(pol) if repeats == 1 else policy_dir(pol) / f"run-{k}")
+    where = (lambda pol, k: run_dir(policy_dir(pol), k, repeats))
     for group in run_order(policies, repeats, fresh_servers):
         pol = group[0][0]
         if setup.url:
@@ -202,7 +207,7 @@ def load_engine_runs(runs_dir: Path, policies: list[str], repeats: int) -> dict:
     for pol in policies:
         engine[pol] = []
         for k in range(repeats):
-            where = runs_dir / "engine" / pol / (f"run-{k}" if repeats > 1 else "")
+            where = run_dir(runs_dir / "engine" / pol, k, repeats)
             try:
                 frame = pd.read_csv(where / "requests.csv", dtype={"id": str, "task": str})
                 summary = json.loads((where / "summary.json").read_text())
@@ -219,7 +224,7 @@ def imported_acceptance(trace, policy_dir: Path, repeats: int, policy: str):
     from .acceptance_import import import_vllm
     from .records import TaskRule
 
-    run = policy_dir if repeats == 1 else policy_dir / "run-0"
+    run = run_dir(policy_dir, 0, repeats)
     export = run / "aiperf" / "profile_export.jsonl"
     rule = TaskRule(path="metadata.conversation_id",
                     mapping={str(i): str(t) for i, t in zip(trace.ids, trace.task)}, map_file="trace")

@@ -16,7 +16,7 @@ that profile.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from ..fileio import read_json, write_json_atomic
 from ..hardware.profiler import Timing
 from ..profiles.hardware import HardwareProfile
 from ..profiles.validate import FieldChecker
-from .profile import BurstTimer, VLLMGrid, burst_prompt
+from .profile import BurstTimer, VLLMGrid, profile_side_by_side
 
 SPEED_CHECK_FILE = "speed-check.json"
 SCHEMA = "dspark-sim/vllm-speed-check/v1"
@@ -109,40 +109,10 @@ class SpeedCheck:
 def check_speed(server, vocab: int, drafter: str | None, seed: int = 0,
                 grid: VLLMGrid = CHECK_GRID) -> SpeedCheck:
     """Time the check's points on a running, warmed-up `VLLMServer` (its log has the iteration
-    details). Prefill chunks longer than the server's batch-token limit are left out."""
-    timer = BurstTimer(server, grid, "speed-check")
-    rng = np.random.default_rng(seed)
+    details), walked as `profile --engine vllm` walks its grid (random prompts only). Prefill
+    chunks longer than the server's batch-token limit are left out."""
     limit = server.spec.max_num_batched_tokens or max(grid.prefill_chunks, default=0)
-    for _ in range(grid.repeats):
-        for c in grid.contexts:
-            for r in grid.batches:
-                timer.decode(c, [burst_prompt(rng, vocab, c, False) for _ in range(r)], "random")
-        for length in grid.prefill_chunks:
-            if length <= limit:
-                timer.prefill(burst_prompt(rng, vocab, length, False))
+    grid = replace(grid, prefill_chunks=tuple(c for c in grid.prefill_chunks if c <= limit))
+    timer = BurstTimer(server, grid, "speed-check")
+    profile_side_by_side([timer], grid, vocab, seed)
     return SpeedCheck(timer.timings(), drafter)
-
-
-def _check_path(runs_dir: Path, policy: str, k: int, repeats: int) -> Path:
-    return runs_dir / "engine" / policy / (f"run-{k}" if repeats > 1 else "") / SPEED_CHECK_FILE
-
-
-def has_speed_check(runs_dir: Path, policies: list[str], repeats: int) -> bool:
-    """Whether the first run of the first policy under DIR was served with a speed check."""
-    return _check_path(runs_dir, policies[0], 0, repeats).is_file()
-
-
-def speed_checks_of(runs_dir: Path, policies: list[str], repeats: int) -> dict[str, list[SpeedCheck]]:
-    """Every run's speed-check.json under DIR/engine/<policy>[/run-<k>] (InputError naming the
-    missing file: runs served without the check are simulated with --no-speed-check)."""
-    out = {}
-    for pol in policies:
-        out[pol] = []
-        for k in range(repeats):
-            path = _check_path(runs_dir, pol, k, repeats)
-            if not path.is_file():
-                raise InputError("this run has no speed check (served without one, or attached by "
-                                 "--url); simulate it with --no-speed-check", file=path,
-                                 field="--speed-check")
-            out[pol].append(SpeedCheck.load(path))
-    return out

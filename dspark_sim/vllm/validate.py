@@ -35,7 +35,6 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
     from .replay import (imported_acceptance, load_engine_runs, read_schedule, replay_inputs,
                          serve_trace_vllm)
     from .runtime import policy_spec_tokens
-    from .speed_check import has_speed_check, speed_checks_of
 
     if repeats < 1:
         raise InputError(f"must be >= 1, got {repeats}", field="--repeats")
@@ -92,6 +91,36 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
             "command": command}
     written = write_validation(v, out, meta, trace.ids, engine_written=engine_runs is None)
     return v, written
+
+
+def _check_path(runs_dir: Path, policy: str, k: int, repeats: int) -> Path:
+    from .replay import run_dir
+    from .speed_check import SPEED_CHECK_FILE
+
+    return run_dir(runs_dir / "engine" / policy, k, repeats) / SPEED_CHECK_FILE
+
+
+def has_speed_check(runs_dir: Path, policies: list[str], repeats: int) -> bool:
+    """Whether the first run of the first policy under DIR was served with a speed check."""
+    return _check_path(runs_dir, policies[0], 0, repeats).is_file()
+
+
+def speed_checks_of(runs_dir: Path, policies: list[str], repeats: int) -> dict:
+    """Every run's speed-check.json under DIR/engine/<policy>[/run-<k>] (InputError naming the
+    missing file: runs served without the check are simulated with --no-speed-check)."""
+    from .speed_check import SpeedCheck
+
+    out = {}
+    for pol in policies:
+        out[pol] = []
+        for k in range(repeats):
+            path = _check_path(runs_dir, pol, k, repeats)
+            if not path.is_file():
+                raise InputError("this run has no speed check (served without one, or attached by "
+                                 "--url); simulate it with --no-speed-check", file=path,
+                                 field="--speed-check")
+            out[pol].append(SpeedCheck.load(path))
+    return out
 
 
 def speed_scaled_runs(hw, checks: dict) -> tuple[dict, dict]:

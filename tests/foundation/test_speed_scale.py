@@ -11,7 +11,8 @@ from dspark_sim.hardware.profiler import Timing
 from dspark_sim.profiles import HardwareProfile
 from dspark_sim.profiles.cudagraph import CudaGraph
 from dspark_sim.profiles.speed_scale import speed_scaled
-from dspark_sim.vllm.speed_check import SpeedCheck, speed_checks_of
+from dspark_sim.vllm.speed_check import SpeedCheck
+from dspark_sim.vllm.validate import speed_checks_of
 
 HW = """\
 schema: dspark-sim/hw/v1

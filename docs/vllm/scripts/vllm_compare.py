@@ -32,6 +32,7 @@ import yaml
 
 from dspark_sim.profiles.acceptance import AcceptanceProfile
 from dspark_sim.profiles.hardware import HardwareProfile
+from dspark_sim.profiles.speed_scale import speed_scaled
 
 
 def _steps(task) -> tuple[int, int, int]:
@@ -176,7 +177,7 @@ def iterations(vllm_hw: str, *dirs: str) -> None:
             print(f"| {Path(doc['trace']).stem} | {pol} | " + " | ".join(cells) + " |")
 
 
-def speed_scaled(vllm_hw: str, out: str, *dirs: str) -> None:
+def speed_scaled_runs(vllm_hw: str, out: str, *dirs: str) -> None:
     """A diagnostic, in-sample: every time of the profile scaled, per trace and policy, by the
     ratio of vLLM's decode-only iterations in those very runs to the profile's cost of them,
     and the simulator run again on the runs (`validate --engine-runs`). It says what is left
@@ -191,19 +192,12 @@ def speed_scaled(vllm_hw: str, out: str, *dirs: str) -> None:
         for pol in doc["policies"]:
             _, real, model = _iteration_sums(hw, overhead, doc, d, pol)["decode"]
             factor = real / model
-            data = yaml.safe_load(Path(vllm_hw).read_text())
-            st = data["step_time"]
-            st["seconds"] = [v * factor for v in st["seconds"]]
-            for key in ("per_context_token_s", "per_request_s"):
-                if key in st:
-                    st[key] *= factor
-            for table in (data.get("draft_time") or {}).values():
-                table["seconds"] = [v * factor for v in table["seconds"]]
             name = f"{Path(doc['trace']).stem}-{pol}"
-            data["name"] = f"speed-scaled-{name}"
+            prof = speed_scaled(hw, factor)
+            prof.name = f"speed-scaled-{name}"
             Path(out).mkdir(parents=True, exist_ok=True)
             scaled = Path(out) / f"{name}.yaml"
-            scaled.write_text(yaml.safe_dump(data, sort_keys=False))
+            prof.save(scaled)
             dest = Path(out) / name
             subprocess.run([sys.executable, "-m", "dspark_sim", "validate", doc["trace"], "--engine", "vllm",
                             "--policies", pol, "--repeats", str(doc["repeats"]), "--engine-runs",
@@ -216,4 +210,4 @@ def speed_scaled(vllm_hw: str, out: str, *dirs: str) -> None:
 
 if __name__ == "__main__":
     {"acceptance": acceptance, "curves": curves, "validation": validation,
-     "iterations": iterations, "speed-scaled": speed_scaled}[sys.argv[1]](*sys.argv[2:])
+     "iterations": iterations, "speed-scaled": speed_scaled_runs}[sys.argv[1]](*sys.argv[2:])
