@@ -13,7 +13,8 @@ Files (the reader is picked by the suffix; every error names FILE:LINE and the f
   `max_concurrency` (or `num_prompts` when unset), throughput = `output_throughput` / GPUs,
   tok/s/user p50 = 1000 / `median_tpot_ms` (the median of 1/TPOT is 1 / median TPOT), TTFT =
   `median_ttft_ms`, mean lengths = total input / output tokens per completed request, requests =
-  `completed`.
+  `completed`, window = whole-run (output_throughput is every output token over the benchmark's
+  duration, ramp-up and drain included).
 
 Load-point fields: policy (ar | mtp1 | static-K | dspark ...), acceptance (profile name or path;
 speculative policies), throughput_tok_s_per_gpu, tps_user, tps_stat (mean | p50 | pNN; default
@@ -22,7 +23,11 @@ law gives it: throughput x GPUs / tps_user), prefill (local | disaggregated; def
 disaggregated), ttft_s, prompt_tokens and output_tokens (mean lengths), trace (a trace file whose
 lengths and tasks the users send; overrides the mean lengths), requests (how many requests the
 run measured: the simulated closed loop then runs as long as the run did, requests / concurrency
-per user, instead of `--requests-per-user`; sweep/load_replay.py `replay_requests_per_user`), label.
+per user, instead of `--requests-per-user`; sweep/load_replay.py `replay_requests_per_user`),
+window (steady | whole-run; default steady: how the throughput was measured, over a steady
+window, or, as a benchmark client reports it, every output token over the whole run from the
+first send to the last finish; whole-run needs `requests`, and the simulated loop then sends
+exactly that many requests at the point's concurrency), label.
 Step-point fields: batch_tokens, context_tokens (default 0), seconds.
 """
 from __future__ import annotations
@@ -41,7 +46,8 @@ OBS_SCHEMA = "dspark-sim/observations/v1"
 PREFILL = ("disaggregated", "local")
 _LOAD_NUMBERS = ("throughput_tok_s_per_gpu", "tps_user", "concurrency", "ttft_s",
                  "prompt_tokens", "output_tokens", "requests")
-_LOAD_FIELDS = set(_LOAD_NUMBERS) | {"policy", "acceptance", "tps_stat", "prefill", "trace", "label"}
+_LOAD_FIELDS = set(_LOAD_NUMBERS) | {"policy", "acceptance", "tps_stat", "prefill", "trace", "label", "window"}
+WINDOWS = ("steady", "whole-run")      # as sweep/point.py `measure` takes them
 _STEP_FIELDS = {"batch_tokens", "context_tokens", "seconds", "label"}
 
 
@@ -63,6 +69,7 @@ class LoadPoint:
     label: str = ""
     where: str = ""                  # FILE:LINE the point came from
     requests: int | None = None      # requests the run measured (how long it ran)
+    window: str = "steady"           # throughput over a steady window, or the whole run (WINDOWS)
 
     def users(self, gpus: int) -> int:
         """Closed-loop users: as given, else Little's law for a decode-only point."""
@@ -112,6 +119,12 @@ def _load_point(rec: dict, check: FieldChecker, prefix: str, where: str, base_di
     if prefill == "local" and "concurrency" not in nums:
         raise check.fail(f"{prefix}concurrency", "needed with local prefill (Little's law gives "
                          "it only for decode-only points)")
+    window = str(rec.get("window") or "steady").strip().lower()
+    if window not in WINDOWS:
+        raise check.fail(f"{prefix}window", f"must be one of {', '.join(WINDOWS)}, got {window!r}")
+    if window == "whole-run" and ("requests" not in nums or "concurrency" not in nums):
+        raise check.fail(f"{prefix}window", "whole-run needs 'requests' (how many the run sent) and "
+                         "'concurrency' (its cap): the simulated loop sends as many")
     acceptance = rec.get("acceptance") or None
     if policy != "ar" and acceptance is None:
         raise check.fail(f"{prefix}acceptance", f"policy {policy} needs an acceptance profile")
@@ -119,7 +132,7 @@ def _load_point(rec: dict, check: FieldChecker, prefix: str, where: str, base_di
     if trace is not None and not Path(trace).is_absolute():
         trace = str(base_dir / trace) if (base_dir / trace).exists() else str(trace)
     return LoadPoint(policy=policy, tps_stat=stat, acceptance=acceptance, prefill=prefill,
-                     trace=trace, label=str(rec.get("label") or ""), where=where, **nums)
+                     trace=trace, label=str(rec.get("label") or ""), where=where, window=window, **nums)
 
 
 def _step_point(rec: dict, check: FieldChecker, prefix: str, where: str) -> StepPoint:
@@ -222,6 +235,8 @@ def read_vllm_result(path: Path, policy: str, acceptance: str | None, gpus: int,
         "output_tokens": max(2.0, num("total_output_tokens") / completed),
         "requests": int(completed), "label": f"{path.name}",
     }
+    if concurrency is not None:
+        rec["window"] = "whole-run"      # output_throughput: total output tokens / duration
     if data.get("median_ttft_ms") is not None:
         rec["ttft_s"] = num("median_ttft_ms") / 1000.0
     if concurrency is not None:

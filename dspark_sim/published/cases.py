@@ -11,10 +11,14 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
     prompt_tokens / output_tokens: {value, basis, how}     mean lengths the simulated users send
     prefill: local | disaggregated
     loads: [C, ...]                           closed-loop users per replica (concurrency)
-    measured_requests?: {values, basis, how}  requests each cell measured (one value, or one per
-                                              load): the simulated closed loop runs as long,
-                                              requests / users per user (sweep/calibrate.py
-                                              `replay_requests_per_user`)
+    measured_requests?: {values, basis, how, window?}  requests each cell measured (one value, or
+                                              one per load): the simulated closed loop runs as
+                                              long, requests / users per user (sweep/load_replay.py
+                                              `replay_length`); window: whole-run when the
+                                              published throughput is every output token over the
+                                              run's duration (a benchmark client's figure: the loop
+                                              then sends exactly that many requests and is
+                                              measured the same way), steady (default) otherwise
     throughput_unit: system | per_gpu         how the published throughput is stated
     fit: {family: linear | buckets | roofline | moe, fix: {PARAM: VALUE},
           moe?: {experts, top_k, basis, how},   the routed experts per layer and per token of
@@ -61,6 +65,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fileio import read_yaml
+from ..hardware.observations import WINDOWS
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.cudagraph import CudaGraph
 from ..profiles.validate import FieldChecker
@@ -124,6 +129,7 @@ class Case:
     cudagraph_note: str = ""
     eager_range: tuple[float, float] | None = None   # bounds of a flat eager cost (seconds)
     measured_requests: Numbers | None = None         # requests each cell measured
+    window: str = "steady"                           # how the published throughput was measured
 
     def requests_at(self, j: int) -> int | None:
         """Requests the cell at load index j measured, if published."""
@@ -302,7 +308,7 @@ def load_case(path: str | Path) -> Case:
         arms.append(arm)
     if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
         raise check.fail("arms", "expected at least two arms with distinct names")
-    requests = None
+    requests, window = None, "steady"
     if data.get("measured_requests") is not None:
         requests = _numbers(check, data["measured_requests"], "measured_requests")
         if len(requests.values) not in (1, len(loads)):
@@ -311,6 +317,9 @@ def load_case(path: str | Path) -> Case:
         for v in requests.values:
             if not float(v).is_integer():
                 raise check.fail("measured_requests.values", f"expected whole numbers of requests, got {v:g}")
+        window = str(data["measured_requests"].get("window") or "steady")
+        if window not in WINDOWS:
+            raise check.fail("measured_requests.window", f"must be one of {', '.join(WINDOWS)}, got {window!r}")
     baseline = _text(check, data, "baseline", "(document)")
     if baseline not in {a.name for a in arms}:
         raise check.fail("baseline", f"{baseline!r} is not one of the arms")
@@ -320,7 +329,7 @@ def load_case(path: str | Path) -> Case:
                 prefill=prefill, loads=tuple(loads), throughput_unit=unit, fit=dict(fit),
                 draft_costs=dict(drafts), baseline=baseline, arms=arms, path=str(path),
                 cudagraph=graph, cudagraph_note=graph_note, eager_range=eager_range,
-                measured_requests=requests)
+                measured_requests=requests, window=window)
 
 
 def shipped_cases() -> dict[str, Path]:

@@ -68,7 +68,7 @@ def _points(case: Case, arm: Arm, acceptance: str | None) -> list[LoadPoint]:
                       tps_stat="mean", acceptance=acceptance, concurrency=int(c), prefill=case.prefill,
                       prompt_tokens=case.prompt_tokens.values[0], output_tokens=case.output_tokens.values[0],
                       label=f"{arm.name} @ {c}", where=f"{case.path}:{arm.name}",
-                      requests=case.requests_at(j))
+                      requests=case.requests_at(j), window=case.window)
             for j, (c, t, u) in enumerate(zip(case.loads, thr, tps))]
 
 
@@ -214,8 +214,9 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
                 "gain_error": float(pred_gain / pub_gain - 1),
                 "extrapolated": bool(users * verify > top * 1.0001),
                 # the published run had fewer than the replay's 3 requests per user: it never
-                # reached the steady state the replay measures
-                "short_run": bool(obs.requests is not None and obs.requests < MIN_REQUESTS_PER_USER * users),
+                # reached the steady state the replay measures (a whole-run cell replays its run)
+                "short_run": bool(obs.window == "steady" and obs.requests is not None
+                                  and obs.requests < MIN_REQUESTS_PER_USER * users),
                 "published_below_baseline": bool(pub_gain < 1),
                 "same_side": bool((pub_gain < 1) == (pred_gain < 1)),
                 "predicted_verify_tokens": float(sim.verify_tokens),

@@ -19,7 +19,9 @@ def case_markdown(res: CaseResult) -> str:
              f"{c.setup['hardware']}, {c.setup['engine']}, {c.setup['dataset']}; {c.setup['load']}; "
              f"{c.gpus} GPU(s) per replica; mean lengths {c.prompt_tokens.values[0]:g} in "
              f"({c.prompt_tokens.basis}) / {c.output_tokens.values[0]:g} out ({c.output_tokens.basis}); "
-             f"prefill {c.prefill}.", "",
+             f"prefill {c.prefill}; throughput measured "
+             + ("over each run's whole length, ramp-up and drain included, the run replayed request "
+                "for request" if c.window == "whole-run" else "over a steady window") + ".", "",
              f"Baseline fit ({fit.profile.name}, family {c.fit.get('family', 'roofline')}): "
              + ", ".join(f"{k} = {v:.4g}" for k, v in fit.params.items())
              + f"; residuals on the baseline arm: "

@@ -105,6 +105,18 @@ def replay_requests_per_user(obs: LoadPoint, users: int, cfg: FitConfig) -> int:
     return int(min(cfg.max_requests_per_user, max(MIN_REQUESTS_PER_USER, round(obs.requests / users))))
 
 
+def replay_length(obs: LoadPoint, users: int, cfg: FitConfig) -> tuple[int, int | None]:
+    """Requests per user and in all (None: users x per user) of `obs`'s closed loop at `users`
+    users. A point measured over its whole run (`window: whole-run`) sends its `requests` in all,
+    as the benchmark's client did (the first requests mod users users send one more), at most
+    cfg.max_requests_per_user per user: its ramp-up and drain are part of what it measured.
+    Other points run `replay_requests_per_user` each and are measured over their steady window."""
+    if obs.window == "whole-run" and obs.requests:
+        total = min(int(obs.requests), users * cfg.max_requests_per_user)
+        return -(-total // users), total
+    return replay_requests_per_user(obs, users, cfg), None
+
+
 def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitConfig,
                   acc: AcceptanceProfile | None = None) -> Simulated:
     """The simulator's closed loop of `users` users for a load point's policy, trace and prefill
@@ -113,13 +125,13 @@ def simulate_load(prof: HardwareProfile, obs: LoadPoint, users: int, cfg: FitCon
     from ..sim.replay import replay
 
     acc = acc or (cached_acceptance(obs.acceptance) if obs.acceptance else None)
-    per_user = replay_requests_per_user(obs, users, cfg)
-    loop = ClosedLoop(users=users, requests_per_user=per_user)
+    per_user, total = replay_length(obs, users, cfg)
+    loop = ClosedLoop(users=users, requests_per_user=per_user, total_requests=total)
     res = replay(load_point_trace(obs), obs.policy, prof, acc, seed=cfg.seed, closed_loop=loop,
                  prefill=obs.prefill)
     pt = Point(trace="", hw="", policy=obs.policy, acceptance=None, load_mode="concurrency",
                load=float(users), requests_per_user=per_user, prefill=obs.prefill)
-    met = measure(res.requests, pt, gpus=prof.gpus_per_replica)
+    met = measure(res.requests, pt, gpus=prof.gpus_per_replica, window=obs.window)
     tps = met["tps_user_mean"] if obs.tps_stat == "mean" else \
         met["tps_user_percentiles"][int(obs.tps_stat[1:])]
     return Simulated(users, float(tps), float(met["throughput_tok_s_per_gpu"]),

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..hardware.observations import WINDOWS
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
 from ..profiles.registry import load_acceptance_profile, load_hw_profile
@@ -111,15 +112,26 @@ def steady_mask(frame: pd.DataFrame, users: int, requests_per_user: int, warmup:
     return (k >= warmup) & (finish <= t_end)
 
 
-def measure(frame: pd.DataFrame, point: Point, gpus: int) -> dict[str, Any]:
-    """Throughput (per GPU), tok/s/user percentiles, TTFT, verification and concurrency."""
+# How a closed loop's throughput is measured (hardware/observations.py WINDOWS): over its steady
+# window (warm-up requests and the drain left out; a steady serving system) or over the whole
+# run, every output token over the time from the first send to the last finish, ramp-up and
+# drain included (what a benchmark client reports: `vllm bench serve`'s output_throughput is
+# total output tokens / duration).
+
+
+def measure(frame: pd.DataFrame, point: Point, gpus: int, window: str = "steady") -> dict[str, Any]:
+    """Throughput (per GPU), tok/s/user percentiles, TTFT, verification and concurrency; a closed
+    loop's over its steady window or its whole run (`WINDOWS`)."""
     arrival = frame["arrival_s"].to_numpy()
     first = frame["first_token_s"].to_numpy()
     finish = frame["finish_s"].to_numpy()
     output = frame["output_tokens"].to_numpy()
     if point.prefill == "disaggregated":
         output = output - 1                     # the first token came from the prefill fleet
-    if point.load_mode == "concurrency":
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
+    offered = growth = None
+    if point.load_mode == "concurrency" and window == "steady":
         users = int(point.load)
         keep = steady_mask(frame, users, point.requests_per_user, point.warmup)
         cycle = (finish - arrival)[keep] + point.think_s
@@ -128,16 +140,16 @@ def measure(frame: pd.DataFrame, point: Point, gpus: int) -> dict[str, Any]:
         # mean requests in the system / decoding, per replica (each user's share of time)
         in_system = users * float((finish - arrival)[keep].sum()) / total_cycle
         decoding = users * float((finish - first)[keep].sum()) / total_cycle
-        offered = growth = None
-    else:
+    else:                                   # a trace's arrivals, or a closed loop's whole run
         keep = np.ones(len(frame), dtype=bool)
         duration = float(finish.max() - arrival.min())
         throughput = float(output.sum()) / duration
         in_system = float((finish - arrival).sum()) / duration
         decoding = float((finish - first).sum()) / duration
-        span = float(arrival.max() - arrival.min())
-        offered = (len(frame) - 1) / span if span > 0 else None    # one burst: no arrival rate
-        growth = queue_growth(arrival, frame["ttft_s"].to_numpy(dtype=float))
+        if point.load_mode != "concurrency":
+            span = float(arrival.max() - arrival.min())
+            offered = (len(frame) - 1) / span if span > 0 else None    # one burst: no arrival rate
+            growth = queue_growth(arrival, frame["ttft_s"].to_numpy(dtype=float))
     sub = frame[keep]
     tps = sub["tps_user"].dropna().to_numpy(dtype=float)
     ttft = sub["ttft_s"].to_numpy(dtype=float)

@@ -320,13 +320,18 @@ def test_a_case_replays_as_long_as_its_published_run(tmp_path):
     """`measured_requests` sets each cell's requests per user (requests / users, 2..cap), the
     loader checks it, and a case without it keeps --requests-per-user."""
     from dspark_sim.published.predict import _points, fit_config
-    from dspark_sim.sweep.load_replay import replay_requests_per_user
+    from dspark_sim.sweep.load_replay import replay_length, replay_requests_per_user
 
     case = load_case(shipped_cases()["vllm-blog-dsv4-pro-b300"])
     cfg = fit_config(case, {"requests_per_user": 4})
     points = _points(case, case.arm("none"), None)
     assert [p.requests for p in points] == [240, 880, 880, 880, 880, 880]
     assert [replay_requests_per_user(p, c, cfg) for p, c in zip(points, case.loads)] == [64, 55, 28, 14, 7, 3]
+    # vllm bench serve's output_throughput covers the whole run: the replay sends the run's 880
+    # requests (at most 64 per user) and is measured whole
+    assert case.window == "whole-run" and {p.window for p in points} == {"whole-run"}
+    assert [replay_length(p, c, cfg) for p, c in zip(points, case.loads)] == \
+        [(64, 64), (55, 880), (28, 880), (14, 880), (7, 880), (4, 880)]
     paper = load_case(shipped_cases()["dspark-paper-v4-flash-fig8"])
     assert all(replay_requests_per_user(p, c, cfg) == 4
                for p, c in zip(_points(paper, paper.arm(paper.baseline), None), paper.loads))
@@ -334,7 +339,8 @@ def test_a_case_replays_as_long_as_its_published_run(tmp_path):
                           "measured_requests.values"),
                          (lambda d: d.update(measured_requests={"value": 80.5, "basis": "published", "how": "x"}),
                           "measured_requests.values"),
-                         (lambda d: d["measured_requests"].pop("basis"), "measured_requests.basis")):
+                         (lambda d: d["measured_requests"].pop("basis"), "measured_requests.basis"),
+                         (lambda d: d["measured_requests"].update(window="all"), "measured_requests.window")):
         with pytest.raises(InputError) as err:
             load_case(_broken(tmp_path, edit))
         assert needle in str(err.value) and err.value.line

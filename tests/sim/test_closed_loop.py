@@ -103,9 +103,24 @@ def test_scale_arrivals():
             scale_arrivals(trace, bad)
 
 
+def test_closed_loop_with_a_total_sends_that_many():
+    """`total_requests` N: rows 0..N-1, so the first N mod C users send one more; each user's
+    requests still follow one another and every engine agrees."""
+    trace = make_trace(np.zeros(5), [30, 40, 50, 60, 70], [9, 12, 15, 6, 20], ["chat"] * 5)
+    loop = ClosedLoop(users=3, requests_per_user=3, total_requests=7, offset=1)
+    reqs = loop.requests(trace)
+    assert len(reqs) == 7 and loop.count == 7
+    np.testing.assert_array_equal(np.bincount(loop.user_of(np.arange(7))), [3, 2, 2])
+    sc = dict(trace=trace, loop=loop, hw=table_hw([1, 64], [0.01, 0.02]),
+              acc=parametric({"chat": [0.8] * 4}), policy="static-2", replicas=1, router="rr", seed=1)
+    assert_engines_agree(sc, check_closed_loop, "total")
+
+
 def test_closed_loop_bad_input():
     for kwargs in (dict(users=0, requests_per_user=1), dict(users=1, requests_per_user=0),
-                   dict(users=1, requests_per_user=1, think_s=-1.0)):
+                   dict(users=1, requests_per_user=1, think_s=-1.0),
+                   dict(users=2, requests_per_user=2, total_requests=5),
+                   dict(users=2, requests_per_user=2, total_requests=0)):
         with pytest.raises(InputError):
             ClosedLoop(**kwargs)
 

@@ -101,7 +101,8 @@ def test_cli_fits_vllm_result_files_and_writes_a_loadable_profile(tmp_path, caps
     files = []
     for c in (2, 8, 32):
         p = LoadPoint("ar", 1.0, 1.0, concurrency=c, prompt_tokens=500, output_tokens=120,
-                      tps_stat="p50", prefill="local", requests=40)     # replayed as long as the run
+                      tps_stat="p50", prefill="local", requests=40,     # replayed as long as the run
+                      window="whole-run")            # output_throughput: total output / duration
         files.append(str(_vllm_json(tmp_path / f"c{c}.json", c, simulate_load(prof, p, c, cfg), 500, 120)))
     out = tmp_path / "fit.yaml"
     rc = main(["profile", "fit", *files, "--out", str(out), "--fix", "per_context_token_s=0",
@@ -111,6 +112,7 @@ def test_cli_fits_vllm_result_files_and_writes_a_loadable_profile(tmp_path, caps
     assert fitted.source == "fitted"
     fit = fitted.extra["fit"]
     assert [p.requests for p in read_observations(files)] == [40, 40, 40]   # `completed`
+    assert {p.window for p in read_observations(files)} == {"whole-run"}
     for name, value in params.items():
         assert fit["parameters"][name] == pytest.approx(value, rel=0.05), name
     assert fit["max_abs_rel_error"] < 0.03
@@ -128,6 +130,10 @@ def test_cli_fits_vllm_result_files_and_writes_a_loadable_profile(tmp_path, caps
                  " throughput_tok_s_per_gpu: 900}\n", ":4", "points[1].acceptance"),
     ("bad.csv", "policy,throughput_tok_s_per_gpu,tps_user,concurrency,requests\nar,5000,80,8,12.5\n", ":2",
      "requests"),
+    ("bad.csv", "policy,throughput_tok_s_per_gpu,tps_user,concurrency,requests,window\nar,5000,80,8,12,all\n",
+     ":2", "window"),
+    ("bad.csv", "policy,throughput_tok_s_per_gpu,tps_user,concurrency,window\nar,5000,80,8,whole-run\n",
+     ":2", "window"),
     ("bad.json", json.dumps({"completed": 10, "output_throughput": 100.0, "total_input_tokens": 10,
                              "total_output_tokens": 100, "max_concurrency": 4}), "", "median_tpot_ms"),
 ])
@@ -162,3 +168,28 @@ def test_shipped_paper_fit_reproduces_the_paper_mtp1_points():
         sim = simulate_load(prof, obs, obs.users(8), cfg)
         assert sim.throughput_tok_s_per_gpu == pytest.approx(obs.throughput_tok_s_per_gpu, rel=0.02)
         assert sim.tps_user == pytest.approx(obs.tps_user, rel=0.02)
+
+
+def test_a_whole_run_point_replays_its_run_and_measures_it_whole():
+    """`window: whole-run` (a benchmark client's figure): the loop sends exactly `requests`
+    requests (the first requests mod users users one more) and the throughput is every output
+    token over first send to last finish, so the part-filled last wave lowers it; a steady
+    point of the same run is measured over its steady window (warm-up and drain left out)."""
+    from dspark_sim.sweep.load_replay import replay_length
+
+    fam = CurveFamily("linear", fixed={"per_context_token_s": 0.0})
+    prof = fam.profile({"floor_s": 0.01, "per_token_s": 1e-3}, "true")
+    cfg = FitConfig(fam, requests_per_user=3, max_requests_per_user=64, seed=0)
+    whole = LoadPoint("ar", 1.0, 1.0, concurrency=8, prompt_tokens=20, output_tokens=50,
+                      prefill="local", requests=20, window="whole-run")
+    steady = LoadPoint("ar", 1.0, 1.0, concurrency=8, prompt_tokens=20, output_tokens=50,
+                       prefill="local", requests=20)
+    assert replay_length(whole, 8, cfg) == (3, 20)
+    assert replay_length(steady, 8, cfg) == (3, None)          # round(20 / 8), floor 3
+    assert replay_length(whole, 8, FitConfig(fam, max_requests_per_user=2)) == (2, 16)
+    w, s = simulate_load(prof, whole, 8, cfg), simulate_load(prof, steady, 8, cfg)
+    # 20 requests at 8 users: waves of 8, 8 and 4 identical requests in lock step; a wave of n
+    # takes one prefill iteration (n x 20 tokens) and 49 decode iterations (n tokens)
+    wave = lambda n: 0.01 + 1e-3 * n * 20 + 49 * (0.01 + 1e-3 * n)  # noqa: E731
+    assert w.throughput_tok_s_per_gpu == pytest.approx(20 * 50 / (2 * wave(8) + wave(4)), rel=1e-6)
+    assert s.throughput_tok_s_per_gpu == pytest.approx(8 * 50 / wave(8), rel=1e-6)

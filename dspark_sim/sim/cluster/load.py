@@ -5,7 +5,9 @@
 - `ClosedLoop`: C users, each sending its next request when its previous one finishes (plus
   an optional think time). The users' requests take their lengths and tasks from the trace's
   rows in order, cycling: request k of user u is row (offset + k C + u) mod n. User u is
-  served by replica u mod N (sticky sessions; the router does not apply).
+  served by replica u mod N (sticky sessions; the router does not apply). With
+  `total_requests` N the loop sends N requests in all (rows 0..N-1: the first N mod C users
+  send one more), as a benchmark client with a concurrency cap and N prompts does.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class ClosedLoop:
     requests_per_user: int
     think_s: float = 0.0
     offset: int = 0             # trace row of user 0's first request
+    total_requests: int | None = None   # N requests in all (None: users x requests_per_user)
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -42,6 +45,14 @@ class ClosedLoop:
             raise InputError(f"must be >= 1, got {self.requests_per_user}", field="requests_per_user")
         if not self.think_s >= 0 or not np.isfinite(self.think_s):
             raise InputError(f"must be >= 0, got {self.think_s}", field="think_s")
+        if self.total_requests is not None and not 1 <= self.total_requests <= self.users * self.requests_per_user:
+            raise InputError(f"must be 1..users x requests_per_user ({self.users * self.requests_per_user}), "
+                             f"got {self.total_requests}", field="total_requests")
+
+    @property
+    def count(self) -> int:
+        """Requests the loop sends in all."""
+        return self.users * self.requests_per_user if self.total_requests is None else self.total_requests
 
     def requests(self, trace: Trace) -> Trace:
         """Row k*C + u = request k of user u, lengths and task from the trace (arrivals 0:
@@ -49,7 +60,7 @@ class ClosedLoop:
         n = len(trace)
         if n == 0:
             raise InputError("the trace has no requests", field="trace")
-        count = self.users * self.requests_per_user
+        count = self.count
         src = (self.offset + np.arange(count)) % n
         user = np.arange(count) % self.users
         k = np.arange(count) // self.users
