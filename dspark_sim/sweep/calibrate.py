@@ -80,7 +80,8 @@ class FitResult:
                          "observed_throughput": obs.throughput_tok_s_per_gpu,
                          "simulated_throughput": sim.throughput_tok_s_per_gpu,
                          "throughput_rel_error": sim.throughput_tok_s_per_gpu / obs.throughput_tok_s_per_gpu - 1,
-                         "observed_ttft_s": obs.ttft_s, "simulated_ttft_s": sim.ttft_s})
+                         "observed_ttft_s": obs.ttft_s, "simulated_ttft_s": sim.ttft_s,
+                         "window": obs.window, "requests": obs.requests})
         return rows
 
 

@@ -77,7 +77,9 @@ def report_markdown(result: FitResult) -> str:
             lines.append(f"| {r['label'] or r['where']} (step) | | | {r['observed_s'] * 1e3:.3f} ms -> "
                          f"{r['fitted_s'] * 1e3:.3f} ms | {r['rel_error']:+.1%} | | |")
             continue
-        lines.append(f"| {r['label'] or r['where']} | {r['policy']} | {r['users']} | "
+        users = f"{r['users']}" + (f" (whole run of {r['requests']:,} requests)"
+                                   if r.get("window") == "whole-run" else "")
+        lines.append(f"| {r['label'] or r['where']} | {r['policy']} | {users} | "
                      f"{r['observed_tps_user']:.1f} -> {r['simulated_tps_user']:.1f} ({r['tps_stat']}) | "
                      f"{r['tps_rel_error']:+.1%} | {r['observed_throughput']:,.0f} -> "
                      f"{r['simulated_throughput']:,.0f} | {r['throughput_rel_error']:+.1%} |")

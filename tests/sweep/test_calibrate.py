@@ -117,6 +117,8 @@ def test_cli_fits_vllm_result_files_and_writes_a_loadable_profile(tmp_path, caps
         assert fit["parameters"][name] == pytest.approx(value, rel=0.05), name
     assert fit["max_abs_rel_error"] < 0.03
     assert (tmp_path / "fit.png").exists() and (tmp_path / "fit.fit.md").exists()
+    assert "| 8 (whole run of 40 requests) |" in (tmp_path / "fit.fit.md").read_text()
+    assert {r["window"] for r in fit["residuals"] if r["kind"] == "load"} == {"whole-run"}
     assert main(["profiles", "check", str(out)]) == 0
     assert "profile fit report" in capsys.readouterr().out
 
