@@ -107,7 +107,6 @@ def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptan
                    kv_semantics: str, fresh_servers: Optional[bool] = None,
                    speed_check: Optional[bool] = None, **inputs) -> None:
     """validate --engine vllm (dspark_sim/vllm/validate.py): the error table."""
-    import json
     import shlex
     import sys
 
@@ -118,11 +117,12 @@ def _validate_vllm(trace: Path, policies: list[str], hw: Optional[str], acceptan
 
     command = "dspark-sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     with Console(stderr=True).status("vLLM") as status:
-        v, written = validate_on_vllm(trace, policies, hw, acceptance, repeats, out, seed, engine_runs,
-                                      kv_semantics, command, status=lambda s: status.update(s),
-                                      fresh_servers=fresh_servers, speed_check=speed_check, **inputs)
-    speeds = json.loads((out / "validation.json").read_text()).get("speed_check") or {}
-    for pol, runs in speeds.items():
+        v, written, speeds = validate_on_vllm(trace, policies, hw, acceptance, repeats, out, seed,
+                                              engine_runs, kv_semantics, command,
+                                              status=lambda s: status.update(s),
+                                              fresh_servers=fresh_servers, speed_check=speed_check,
+                                              **inputs)
+    for pol, runs in (speeds or {}).items():
         typer.echo(f"{pol}: simulated at the speed each run's server showed just before its trace: "
                    "decode x" + ", x".join(f"{r['decode']:.3f}" for r in runs) +
                    "; prefill x" + ", x".join(f"{r['prefill']:.3f}" for r in runs))

@@ -235,12 +235,11 @@ def read_vllm_result(path: Path, policy: str, acceptance: str | None, gpus: int,
         "output_tokens": max(2.0, num("total_output_tokens") / completed),
         "requests": int(completed), "label": f"{path.name}",
     }
-    if concurrency is not None:
-        rec["window"] = "whole-run"      # output_throughput: total output tokens / duration
     if data.get("median_ttft_ms") is not None:
         rec["ttft_s"] = num("median_ttft_ms") / 1000.0
     if concurrency is not None:
         rec["concurrency"] = concurrency
+        rec["window"] = "whole-run"      # output_throughput: total output tokens / duration
     return _load_point(rec, check, "", f"{path}:{lines.line('median_tpot_ms') or 1}", path.parent)
 
 

@@ -23,7 +23,8 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
                      status: Callable[[str], None] | None = None, fresh_servers: bool | None = None,
                      speed_check: bool | None = None, **inputs):
     """Serve (or read back from `engine_runs`), simulate, compare and write into `out`; the
-    Validation and the files written. `inputs`: the keyword arguments of
+    Validation, the files written and the speed-check factors per policy and run (None without
+    the check). `inputs`: the keyword arguments of
     replay.replay_inputs after `seed` (bs_schedule among them). `fresh_servers`: a server per
     run; by default yes unless attached to a running server (`url`). `speed_check`: each run
     simulated on the profile scaled to its server's speed check (speed_check.py); by default
@@ -90,7 +91,7 @@ def validate_on_vllm(trace_path: Path, policies: list[str], hw: str | None, acce
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "command": command}
     written = write_validation(v, out, meta, trace.ids, engine_written=engine_runs is None)
-    return v, written
+    return v, written, speeds
 
 
 def _check_path(runs_dir: Path, policy: str, k: int, repeats: int) -> Path:
