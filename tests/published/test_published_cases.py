@@ -19,7 +19,8 @@ def test_every_shipped_case_loads_with_provenance():
     assert {"vllm-pr52362-dsv4-flash-mi350x", "dspark-paper-v4-flash-fig8", "dspark-paper-v4-pro-fig8",
             "sglang-gpt-oss-120b-h100-eagle3-dflash", "vllm-blog-dsv4-pro-b300",
             "amd-blog-minimax-m25-mi355x-eagle3",
-            "angelslim-issue163-qwen3-30b-a3b-h100x4-eagle3-tree"} <= set(cases)
+            "angelslim-issue163-qwen3-30b-a3b-h100x4-eagle3-tree",
+            "atom-recipe-dsv4-pro-mi355x-mtp3"} <= set(cases)
     for path in cases.values():
         case = load_case(path)
         assert case.source["url"].startswith("https://") and case.source["where"]
@@ -39,6 +40,10 @@ def test_issue_numbers_are_carried_as_published():
     tree = load_case(shipped_cases()["angelslim-issue163-qwen3-30b-a3b-h100x4-eagle3-tree"])  # system tok/s
     assert tree.arm("eagle3-tree").throughput == (185.64, 476.37, 673.14, 927.11, 1307.95)
     assert tree.arm("none").throughput[0] == 218.89 and tree.gpus == 4
+    atom = load_case(shipped_cases()["atom-recipe-dsv4-pro-mi355x-mtp3"])   # whole server, 8 GPUs
+    assert atom.arm("none").throughput == (195.31, 367.43, 668.02, 1145.71, 1808.69, 2847.24, 4289.93)
+    assert atom.arm("mtp3").throughput[-1] == 5701.20 and atom.gpus == 8
+    assert atom.window == "whole-run" and atom.requests_at(6) == 2560
 
 
 def test_flat_rate_solves_the_accept_length():
