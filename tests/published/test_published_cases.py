@@ -20,7 +20,8 @@ def test_every_shipped_case_loads_with_provenance():
             "sglang-gpt-oss-120b-h100-eagle3-dflash", "vllm-blog-dsv4-pro-b300",
             "amd-blog-minimax-m25-mi355x-eagle3",
             "angelslim-issue163-qwen3-30b-a3b-h100x4-eagle3-tree",
-            "atom-recipe-dsv4-pro-mi355x-mtp3"} <= set(cases)
+            "atom-recipe-dsv4-pro-mi355x-mtp3", "atom-nightly-dsv4-pro-mi355x-mtp3",
+            "atom-nightly-dsv4-pro-mi355x-dpa-8k-dspark"} <= set(cases)
     for path in cases.values():
         case = load_case(path)
         assert case.source["url"].startswith("https://") and case.source["where"]
@@ -44,6 +45,9 @@ def test_issue_numbers_are_carried_as_published():
     assert atom.arm("none").throughput == (195.31, 367.43, 668.02, 1145.71, 1808.69, 2847.24, 4289.93)
     assert atom.arm("mtp3").throughput[-1] == 5701.20 and atom.gpus == 8
     assert atom.window == "whole-run" and atom.requests_at(6) == 2560
+    nightly = load_case(shipped_cases()["atom-nightly-dsv4-pro-mi355x-dpa-8k-dspark"])   # run medians
+    assert nightly.arm("dspark").throughput == (1989.24, 3031.91, 3808.14, 4364.09)
+    assert nightly.window == "steady" and nightly.prompt_tokens.values[0] == 7373
 
 
 def test_flat_rate_solves_the_accept_length():
