@@ -108,6 +108,16 @@ def register(profile_app: typer.Typer) -> None:
         prior_spread: float = typer.Option(0.5, "--prior-spread", help="Log-normal spread of each "
                                            "--roofline prior (0.5: x/÷ 1.65); the reported spread "
                                            "covers it."),
+        draft_scale_spread: float = typer.Option(2.0, "--draft-scale-spread", help="When the "
+                                                 "observations run two policies or more, one of them "
+                                                 "speculative, the fit also estimates draft_scale, a "
+                                                 "factor on every draft cost (whatever prices it) "
+                                                 "that carries what the engine's speculative "
+                                                 "iterations cost beyond their target forward; this "
+                                                 "is the log-normal spread of its prior, centred at "
+                                                 "1 (2.0: x/÷ 7.4, wide: an engine's speculative path "
+                                                 "can cost several times the priced drafting). 0: keep "
+                                                 "the draft costs as given."),
         draft_layer_share: str = typer.Option("", "--draft-layer-share", help="Without tables: price "
                                               "drafter KIND as a share of the fitted step, "
                                               "KIND=DRAFT_LAYERS/TARGET_LAYERS[:WIDTH],... (e.g. "
@@ -184,6 +194,8 @@ def register(profile_app: typer.Typer) -> None:
         check_physical(points, gpus)
         if prior_spread <= 0:
             raise InputError(f"must be > 0, got {prior_spread}", field="prior-spread")
+        if draft_scale_spread < 0:
+            raise InputError(f"must be >= 0, got {draft_scale_spread}", field="draft-scale-spread")
         split = None
         if split_prior:
             from ..published.cost_models import resolve_cost_model
@@ -210,7 +222,8 @@ def register(profile_app: typer.Typer) -> None:
         cfg = FitConfig(fam, name=name or out.stem, gpus=gpus, draft_costs=drafts,
                         kv_capacity_tokens=kv_capacity, max_batch_requests=max_batch_requests,
                         requests_per_user=requests_per_user, max_requests_per_user=max_requests_per_user,
-                        rounds=rounds, bootstrap=bootstrap, obs_error=obs_error, seed=seed, priors=priors, prior_spread=prior_spread)
+                        rounds=rounds, bootstrap=bootstrap, obs_error=obs_error, seed=seed, priors=priors,
+                        prior_spread=prior_spread, draft_scale_spread=draft_scale_spread)
         cal = Calibration(points, cfg)
         if split is not None:
             from ..sweep.split_prior import check_split_family
@@ -240,6 +253,9 @@ def register(profile_app: typer.Typer) -> None:
 
                 reading_block, reading_line = reading_for_fit(points, cfg, split, roof, result, advance)
             curves = fitted_frontiers(cal, result, frontier_points, advance) if cal.loads else {}
+        drafts = cal.draft_costs(result.params)          # with the fitted draft_scale, if any
+        if "draft_scale" in result.params:
+            console.print(drafts.describe())
         if split_note:
             console.print(split_note)
         if reading_line:

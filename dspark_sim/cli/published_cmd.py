@@ -37,6 +37,11 @@ def register(app: typer.Typer) -> None:
                                            "with a split prior, at evenly spaced quantiles (10th..90th) "
                                            "of the per-request share, for each row's gain interval "
                                            "(0: no interval)."),
+        one_cell: bool = typer.Option(True, "--one-cell/--no-one-cell", help="Diagnostic: per "
+                                      "speculative arm with 3+ loads, fit the baseline arm again with "
+                                      "the arm's middle cell (so draft_scale, the speculative path's "
+                                      "own cost, is fitted too) and predict its other loads; reported "
+                                      "beside the prediction, never as it."),
         list_cases: bool = typer.Option(False, "--list", help="List the shipped cases and exit."),
     ) -> None:
         """Fit each case's baseline arm with `profile fit`, predict every speculative arm at every
@@ -69,16 +74,18 @@ def register(app: typer.Typer) -> None:
             for case in loaded:
                 fits = 2 if case.fit.get("split_prior") else 1
                 draws = interval_draws if fits == 2 else 0
+                spec_arms = len(case.arms) - 1 if one_cell and len(case.loads) >= 3 else 0
                 n = len(case.loads) * (fits * (rounds + 1) + len(case.arms) - 1 + draws * len(case.arms)) \
-                    + grid_steps(case)
+                    + grid_steps(case) + spec_arms * (len(case.loads) + 1) * (fits * (rounds + 1) + 2)
                 task = bar.add_task(case.name, total=n)
                 results.append(run_case(case, effort, lambda _label, t=task: bar.advance(t),
-                                        interval_draws=interval_draws))
+                                        interval_draws=interval_draws, with_one_cell=one_cell))
                 console.print(f"{case.name}: {results[-1].draft_summary}")
         meta = {"cases": [c.name for c in loaded],
                 "settings": f"requests per user {requests_per_user} (cases with a published run "
                             f"length: as long as the run, at most {max_requests_per_user}), fit rounds {rounds}, "
-                            f"bootstrap {bootstrap}, interval draws {interval_draws}, seed {seed}"}
+                            f"bootstrap {bootstrap}, interval draws {interval_draws}, seed {seed}"
+                            + ("" if one_cell else ", no one-cell diagnostic")}
         models = [] if cases else [(markdown(cm, rows), rows) for cm in map(load_cost_model, shipped_cost_models())
                                    for rows in [compare(cm)]]
         written = write_report(results, out, meta, models)

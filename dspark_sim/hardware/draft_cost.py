@@ -19,7 +19,11 @@ later were often never observed. Three sources, in the order `profile fit` prefe
   too.
 
 `none` (drafting free) is the fallback only when nothing is given, and `describe()` says so
-loudly; the fit records the source in its report.
+loudly; the fit records the source in its report. Whatever the source, `scale` multiplies every
+draft cost: `profile fit` fits it (`draft_scale`, a log-normal prior centred at 1) when it is
+given speculative observations, so that what a speculative iteration costs beyond its target
+forward (drafting as priced, and whatever else the engine's speculative path adds) is read off
+the user's own measurement instead of the source alone.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..profiles.curve import Curve
-from ..profiles.hardware import HardwareProfile
+from ..profiles.hardware import DraftSlope, HardwareProfile
 
 BLOCK_KINDS = ("dflash", "dspark")           # one pass over R x gamma tokens
 SEQUENTIAL_KINDS = ("mtp1", "eagle3")        # one pass over R tokens per draft
@@ -74,27 +78,30 @@ class DraftCosts:
     origin: str = ""                                      # profile name / what the shares are
     tables: HardwareProfile | None = None
     shares: dict[str, LayerShare] = field(default_factory=dict)
+    scale: float = 1.0                                    # x every draft cost (fitted: `draft_scale`)
 
     def seconds(self, kind: str | None, step: Callable[[np.ndarray], np.ndarray], requests, drafts=1) -> float:
         """Draft seconds of one iteration (0 without a source for `kind`)."""
         if not kind:
             return 0.0
         if self.tables is not None:
-            return float(self.tables.draft_time(kind, requests, drafts))
+            return self.scale * float(self.tables.draft_time(kind, requests, drafts))
         share = self.shares.get(kind)
-        return float(share.seconds(step, requests, drafts)) if share else 0.0
+        return self.scale * float(share.seconds(step, requests, drafts)) if share else 0.0
 
     def apply(self, prof: HardwareProfile) -> None:
-        """Write the draft tables into a fitted profile (layer shares tabulated on its own step)."""
+        """Write the draft tables into a fitted profile (layer shares tabulated on its own step),
+        every cost times `scale`."""
         if self.tables is not None:
-            prof.draft_curves = dict(self.tables.draft_curves)
+            prof.draft_curves = {k: Curve.of(c.x, c.y * self.scale) for k, c in self.tables.draft_curves.items()}
             prof.per_draft_kinds = self.tables.per_draft_kinds
-            prof.draft_slopes = dict(self.tables.draft_slopes)
+            prof.draft_slopes = {k: DraftSlope(d.drafts, Curve.of(d.per_draft.x, d.per_draft.y * self.scale))
+                                 for k, d in self.tables.draft_slopes.items()}
             return
         per_draft = set(prof.per_draft_kinds)
         for kind, share in self.shares.items():
             grid = np.array([r for r in REQUEST_GRID if r <= (prof.max_batch_tokens or 4096)], dtype=float)
-            secs = share.seconds(lambda b: prof.step_time(b), grid)
+            secs = self.scale * share.seconds(lambda b: prof.step_time(b), grid)
             prof.draft_curves[kind] = Curve.of(grid, np.maximum(secs, 1e-12))
             if kind in SEQUENTIAL_KINDS and not share.per_iteration:
                 per_draft.add(kind)
@@ -102,6 +109,13 @@ class DraftCosts:
 
     def describe(self) -> str:
         """One line for the console and the report: where the draft costs came from."""
+        text = self._source_text()
+        if self.scale != 1.0:
+            text += (f"; x{self.scale:.3g}, the draft_scale fitted to the speculative observations "
+                     "(every extra cost of a speculative iteration the source leaves out)")
+        return text
+
+    def _source_text(self) -> str:
         if self.source == "none":
             return ("draft costs: NONE given -- drafting is free in this profile (optimistic for every "
                     "speculative policy); give --roofline, --draft-time-from or --draft-layer-share")
@@ -117,6 +131,8 @@ class DraftCosts:
 
     def as_dict(self) -> dict:
         out: dict = {"source": self.source, "origin": self.origin, "summary": self.describe()}
+        if self.scale != 1.0:
+            out["scale"] = self.scale
         if self.shares:
             out["layer_share"] = {k: {"draft_layers": s.draft_layers, "target_layers": s.target_layers,
                                       "gamma": s.gamma, **({"per_iteration": True} if s.width_given else {})}

@@ -42,6 +42,7 @@ from ..sweep.split_prior import interval_draws as split_interval_draws
 from .budget_fit import BudgetFit, add_budget_rows, fit_budgets
 from .cases import Arm, Case
 from .cost_models import resolve_cost_model
+from .one_cell import OneCellFit, fit_one_cell
 
 
 # How hard to work (FitConfig fields): the command's defaults; the tests use smaller ones.
@@ -60,6 +61,7 @@ class CaseResult:
     rows: list[dict] = field(default_factory=list)      # one per (arm, load), baseline included
     split_note: str = ""                                # the split prior and the interval's draws
     budget_fits: list[BudgetFit] = field(default_factory=list)   # budget-informed diagnostics
+    one_cell: list[OneCellFit] = field(default_factory=list)     # one speculative cell fitted too
 
 
 def _points(case: Case, arm: Arm, acceptance: str | None) -> list[LoadPoint]:
@@ -126,9 +128,10 @@ def case_roofline(case: Case):
 
 
 def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = None,
-             interval_draws: int = INTERVAL_DRAWS) -> CaseResult:
+             interval_draws: int = INTERVAL_DRAWS, with_one_cell: bool = True) -> CaseResult:
     """Fit the baseline arm, simulate every arm at every load (and under `interval_draws` of the
-    fit's draws where the case has a split prior), and tabulate."""
+    fit's draws where the case has a split prior), and tabulate; with `with_one_cell`, also the
+    one-speculative-cell diagnostic (one_cell.py)."""
     with tempfile.TemporaryDirectory(prefix="dspark-case-") as tmp:
         paths = {}
         bounds: dict[str, dict[str, str]] = {"low": {}, "high": {}}
@@ -143,24 +146,11 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
                     getattr(arm.acceptance_range, side).save(path)
                     bounds[side][arm.name] = str(path)
         base = case.arm(case.baseline)
-        cfg = fit_config(case, effort)
         points = _points(case, base, paths.get(base.name))
         check_physical(points, case.gpus)
-        note = ""
-        try:
-            result = Calibration(points, cfg).fit(progress)
-        except InputError as exc:
-            if "weight_s" not in exc.message or "weight_s" in cfg.family.fixed:
-                raise
-            # every load lies above the roofline's knee: the flat part was never observed
-            cfg.family = replace(cfg.family, fixed={**cfg.family.fixed, "weight_s": 0.0})
-            result = Calibration(points, cfg).fit(progress)
-            note = "the roofline family's flat part (weight_s) was not identified: every load lies " \
-                   "above its knee, so weight_s = 0 (floor + per-token, linear). "
-        split_note, draws, split = "", [], case_split(case)
+        result, cfg, note, split_note, cal = _fit(case, points, fit_config(case, effort), progress)
+        split, draws = case_split(case), []
         if split is not None:
-            cal, result, split_note = refit_with_split(Calibration(points, cfg), result, split, progress)
-            cfg = cal.cfg
             draws = split_interval_draws(result, user_tokens_and_context(cal)[0], interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
@@ -170,6 +160,9 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             _add_intervals(case, rows, runs, cfg, progress)
         budget_fits = fit_budgets(case, lambda arm: _points(case, arm, paths.get(arm.name)), result, cfg, progress)
         add_budget_rows(rows, budget_fits)
+        one_cell = fit_one_cell(case, lambda name: _points(case, case.arm(name), paths.get(name)),
+                                lambda pts: _fit(case, pts, fit_config(case, effort), progress)[:2],
+                                progress) if with_one_cell else []
     if cfg.priors and case.fit.get("roofline"):
         spec = case.fit["roofline"]
         note += (f"Priors from the roofline of {spec['model']} on {spec['gpu']} (TP{spec['tp']}, "
@@ -182,7 +175,30 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
                  f"{eager * 1e3:.3g} ms"
                  + (f" (range {case.eager_range[0] * 1e3:.3g}..{case.eager_range[1] * 1e3:.3g} ms, spanned "
                     f"by the interval)" if case.eager_range else "") + f" ({case.cudagraph_note}). ")
-    return CaseResult(case, result, note + cfg.draft_costs.describe(), rows, split_note, budget_fits)
+    return CaseResult(case, result, note + cfg.draft_costs.describe(), rows, split_note, budget_fits,
+                      one_cell)
+
+
+def _fit(case: Case, points: list[LoadPoint], cfg: FitConfig, progress: Callable[[str], None] | None
+         ) -> tuple[FitResult, FitConfig, str, str, Calibration]:
+    """`profile fit`'s fit of `points` under the case's configuration, split-refitted when the case
+    has a split prior: (result, the configuration it ended with, a note, the split's note, its
+    calibration)."""
+    note = ""
+    try:
+        result = Calibration(points, cfg).fit(progress)
+    except InputError as exc:
+        if "weight_s" not in exc.message or "weight_s" in cfg.family.fixed:
+            raise
+        # every load lies above the roofline's knee: the flat part was never observed
+        cfg = replace(cfg, family=replace(cfg.family, fixed={**cfg.family.fixed, "weight_s": 0.0}))
+        result = Calibration(points, cfg).fit(progress)
+        note = "the roofline family's flat part (weight_s) was not identified: every load lies " \
+               "above its knee, so weight_s = 0 (floor + per-token, linear). "
+    cal, split_note, split = Calibration(points, cfg), "", case_split(case)
+    if split is not None:
+        cal, result, split_note = refit_with_split(cal, result, split, progress)
+    return result, cal.cfg, note, split_note, cal
 
 
 def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],

@@ -8,6 +8,9 @@ import numpy as np
 from ..fileio import write_json_atomic, write_text_atomic
 from ..plots import new_figure, save_figure
 from .budget_fit import describe as describe_budget_fit
+from .one_cell import as_dicts as one_cell_dicts
+from .one_cell import describe as describe_one_cell
+from .one_cell import summary as one_cell_summary
 from .predict import CaseResult, summary
 
 
@@ -68,6 +71,8 @@ def case_markdown(res: CaseResult) -> str:
                                   "a check of the inputs and of the policy's budget")]
     for fit in res.budget_fits:
         lines += ["", describe_budget_fit(fit, c, res.rows)]
+    if res.one_cell:
+        lines += ["", describe_one_cell(res.one_cell, c, res.rows)]
     s = summary(res.rows)
     lines += ["", f"Gain within 15% on {s['within_target']} of {s['speculative_cells']} speculative cells "
                   f"(worst {s['max_abs_gain_error']:.0%}); published losses predicted on the same side: "
@@ -105,6 +110,15 @@ def _interval_count(s: dict) -> str:
             f"ranges leave open) on {s['published_in_interval']} of {s['cells_with_interval']}")
 
 
+def _one_cell_count(one: dict) -> str:
+    if not one["cells"]:
+        return ""
+    return (f" One-cell diagnostic (each speculative arm's middle cell fitted with the baseline arm, "
+            f"draft_scale with it; reads one published speculative number per arm): gain within 15% on "
+            f"{one['within']} of the {one['cells']} other cells (the baseline-only prediction: "
+            f"{one['within_baseline_only']}).")
+
+
 def _budget_count(s: dict) -> str:
     if not s["budget_informed_cells"]:
         return ""
@@ -120,13 +134,16 @@ def write_report(results: list[CaseResult], out: Path, meta: dict,
     out.mkdir(parents=True, exist_ok=True)
     rows = [r for res in results for r in res.rows]
     total = summary(rows)
+    one = one_cell_summary([(res.one_cell, res.rows) for res in results])
+    if one["cells"]:
+        total["one_cell"] = one
     head = ["# Published GPU cases: predicted vs published gains", "",
             f"Settings: {meta['settings']}. Gain = arm / baseline arm at the same load (published: "
             f"both published; predicted: both simulated under the profile fitted to the baseline arm).",
             "", f"All cases: gain within 15% on {total['within_target']} of {total['speculative_cells']} "
                 f"speculative cells; losses on the same side {total['losses_same_side']} of "
                 f"{total['published_losses']}" + _interval_count(total) + "."
-                + _budget_count(total), ""]
+                + _budget_count(total) + _one_cell_count(one), ""]
     written = [out / "table.md", out / "table.json"]
     write_text_atomic(written[0], "\n".join(head) + "\n" + "\n".join(case_markdown(r) for r in results)
                       + "\n" + "\n".join(md for md, _ in cost_models))
@@ -140,7 +157,8 @@ def write_report(results: list[CaseResult], out: Path, meta: dict,
                                                               {"arm": f.arm, "share": f.share, "rho": f.rho,
                                                                "mismatch": f.mismatch, "budgets": f.budgets,
                                                                "fitted_share": f.fitted_share}
-                                                              for f in r.budget_fits]}
+                                                              for f in r.budget_fits],
+                                                          "one_cell": one_cell_dicts(r.one_cell)}
                                             for r in results}})
     for res in results:
         written.append(overlay(res, out / f"{res.case.name}.png"))

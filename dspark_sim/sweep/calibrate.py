@@ -29,16 +29,25 @@ residual obs_error x log(p / p0) / prior_spread, i.e. a log-normal prior of spre
 parameter the observations cannot identify then takes the prior's value instead of being refused,
 and every bootstrap draw also draws the prior's centre, so the reported spread covers the prior.
 The fit refuses nothing for want of loads when every free parameter has a prior.
+
+The speculative path's own cost: when the load points run two policies or more, one of them
+speculative with a drafter whose cost has a source, the fit adds `draft_scale`, a factor on
+every draft cost with a log-normal prior centred at 1 (spread `draft_scale_spread`; 0 turns it
+off). The contrast between the policies is what separates a speculative iteration's extra cost
+from the target forward: one speculative observation beside plain ones moves it to what the
+engine's speculative iterations cost beyond their target forward as the step curve prices it.
+Observations of one policy (no speculation, or only MTP-1) leave the draft costs as given.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from ..errors import InputError
+from ..hardware.draft_cost import DraftCosts
 from ..hardware.observations import LoadPoint, StepPoint
 from ..profiles.hardware import HardwareProfile
 from .load_replay import FitConfig, Simulated, drafts_and_tau, load_point_trace, simulate_load
@@ -106,8 +115,34 @@ class Calibration:
                                   "users": p.users(cfg.gpus)})
             else:
                 self.meta.append(None)
+        self.priors, self.spreads = dict(cfg.priors), {p: cfg.prior_spread for p in cfg.priors}
+        if self.fits_draft_scale:
+            self.free = self.free + ("draft_scale",)
+            self.priors["draft_scale"], self.spreads["draft_scale"] = 1.0, cfg.draft_scale_spread
         self._check_counts()
         self.scale = self._typical()
+
+    @property
+    def fits_draft_scale(self) -> bool:
+        """Whether `draft_scale` is fitted: the load points run two policies or more (a contrast
+        that separates a speculative iteration's extra cost from the target forward), one of
+        them speculative with a priced drafter."""
+        costs = self.cfg.draft_costs
+        return (self.cfg.draft_scale_spread > 0 and costs.source != "none"
+                and len({p.policy for p in self.loads}) >= 2
+                and any(m is not None and m["kind"] and m["k"] > 0
+                        and costs.seconds(m["kind"], lambda b: b, 1.0, m["k"]) > 0 for m in self.meta))
+
+    def full(self, params: dict[str, float]) -> dict[str, float]:
+        """Every parameter of the family (`CurveFamily.full`), and draft_scale when fitted."""
+        out = self.fam.full(params)
+        if "draft_scale" in self.free:
+            out["draft_scale"] = float(params["draft_scale"])
+        return out
+
+    def draft_costs(self, params: dict[str, float]) -> DraftCosts:
+        """The configured draft costs, times the fitted draft_scale."""
+        return replace(self.cfg.draft_costs, scale=float(params.get("draft_scale", 1.0)))
 
     # --- the model -------------------------------------------------------------------------
 
@@ -118,7 +153,7 @@ class Calibration:
         prof = self.fam.profile(params, cfg.name, gpus_per_replica=cfg.gpus,
                                 kv_capacity_tokens=cfg.kv_capacity_tokens,
                                 max_batch_requests=cfg.max_batch_requests, extra=extra)
-        cfg.draft_costs.apply(prof)
+        self.draft_costs(params).apply(prof)
         return prof
 
     def surrogate(self, params: dict[str, float], i: int) -> np.ndarray:
@@ -130,7 +165,7 @@ class Calibration:
         B = C * (1 + k) + C * m["prefill_per_user"]
         T = float(self.fam.step_time(params, B, C * m["ctx"], C))
         if m["kind"]:
-            T += self.cfg.draft_costs.seconds(m["kind"], lambda b: self.fam.table_time(params, b), C, k)
+            T += self.draft_costs(params).seconds(m["kind"], lambda b: self.fam.table_time(params, b), C, k)
         return np.array([m["tau"] / T, C * m["tau"] / T / self.cfg.gpus])
 
     @staticmethod
@@ -166,7 +201,7 @@ class Calibration:
         guess = {"floor_s": 0.5 * t_min, "weight_s": 0.5 * t_min, "expert_s": 0.5 * t_min,
                  "per_token_s": 0.5 * t_min / float(t[:, 1].max()),
                  "per_context_token_s": 0.1 * t_min / float(t[:, 2].max()),
-                 "per_request_s": 0.1 * t_min / float(t[:, 1].max())}
+                 "per_request_s": 0.1 * t_min / float(t[:, 1].max()), "draft_scale": 1.0}
         return np.array([guess[p] for p in self.free])
 
     def _vector(self, x: np.ndarray) -> dict[str, float]:
@@ -175,7 +210,7 @@ class Calibration:
     @property
     def prior_names(self) -> list[str]:
         """Free parameters with a prior."""
-        return [p for p in self.free if p in self.cfg.priors]
+        return [p for p in self.free if p in self.priors]
 
     def solve(self, factors: list[np.ndarray], observed: list[np.ndarray] | None = None,
               rows: list[int] | None = None, x0: np.ndarray | None = None,
@@ -184,8 +219,7 @@ class Calibration:
         (`priors`: the centres, default the configured ones); returns the scipy result."""
         observed = observed or [self.observed(p) for p in self.points]
         rows = list(range(len(self.points))) if rows is None else rows
-        priors = self.cfg.priors if priors is None else priors
-        weight = self.cfg.obs_error / self.cfg.prior_spread
+        priors = self.priors if priors is None else priors
 
         def resid(x: np.ndarray) -> np.ndarray:
             params = self._vector(x)
@@ -193,7 +227,8 @@ class Calibration:
             for i in rows:
                 pred = factors[i] * self.surrogate(params, i)
                 parts.append(np.log(np.maximum(pred, 1e-30) / observed[i]))
-            parts.append(np.array([weight * np.log(max(params[p], 1e-30) / max(priors[p], 1e-30))
+            parts.append(np.array([self.cfg.obs_error / self.spreads[p]
+                                   * np.log(max(params[p], 1e-30) / max(priors[p], 1e-30))
                                    for p in self.prior_names]))
             return np.concatenate(parts)
 
@@ -210,7 +245,7 @@ class Calibration:
                 p.output_tokens, p.prefill)
 
     def _check_counts(self) -> None:
-        if self.free and all(p in self.cfg.priors for p in self.free):
+        if self.free and all(p in self.priors for p in self.free):
             return                                      # the priors identify what the data cannot
         if len(self.points) == 1:
             raise InputError(f"one observation cannot identify the {len(self.free)} parameters "
@@ -265,7 +300,7 @@ class Calibration:
         sims = self.simulate(params, progress)
         svals = self.identifiability(result)
         spread, method, kept, draws = self.bootstrap(factors, result.x)
-        return FitResult(params=self.fam.full(params), profile=self.profile(params),
+        return FitResult(params=self.full(params), profile=self.profile(params),
                          points=self.points, simulated=sims, uncertainty=spread,
                          bootstrap_method=method, bootstrap_kept=kept, singular_values=svals,
                          history=history, draws=draws[:self.cfg.keep_draws],
@@ -288,7 +323,7 @@ class Calibration:
         out = {}
         for p in self.prior_names:
             vals = np.log(np.maximum([d[p] for d in draws], 1e-30)) if draws else np.array([np.nan])
-            out[p] = float(np.std(vals) / self.cfg.prior_spread)
+            out[p] = float(np.std(vals) / self.spreads[p])
         return out
 
     def bootstrap(self, factors: list[np.ndarray], x: np.ndarray) -> tuple[dict, str, int, list]:
@@ -301,8 +336,8 @@ class Calibration:
         observed = [self.observed(p) for p in self.points]
         draws = []
         for _ in range(cfg.bootstrap):
-            priors = {p: v * float(np.exp(rng.normal(0.0, cfg.prior_spread)))
-                      for p, v in cfg.priors.items()}              # the prior's own uncertainty
+            priors = {p: v * float(np.exp(rng.normal(0.0, self.spreads[p])))
+                      for p, v in self.priors.items()}             # the prior's own uncertainty
             if nonparametric:
                 rows = rng.integers(0, n, n).tolist()
                 if len({self._load_key(i) for i in rows}) < len(self.free) and not self.prior_names:
@@ -317,13 +352,13 @@ class Calibration:
                   f"parametric bootstrap: every observed number x exp(N(0, {cfg.obs_error:g})) "
                   f"({distinct} distinct loads for {len(self.free)} parameters)")
         if self.prior_names:
-            method += (f"; priors on {', '.join(self.prior_names)} drawn as centre x "
-                       f"exp(N(0, {cfg.prior_spread:g})) in every sample")
+            method += "; priors drawn in every sample as centre x exp(N(0, spread)): " + ", ".join(
+                f"{p} ({self.spreads[p]:g})" for p in self.prior_names)
         out = {}
         arr = np.array(draws) if draws else np.empty((0, len(self.free)))
         for j, p in enumerate(self.free):
             col = arr[:, j] if len(arr) else np.array([np.nan])
             out[p] = {"std": float(np.std(col)), "p05": float(np.percentile(col, 5)),
                       "p95": float(np.percentile(col, 95))}
-        full = [self.fam.full(dict(zip(self.free, row))) for row in arr]
+        full = [self.full(dict(zip(self.free, row))) for row in arr]
         return out, method, len(draws), full

@@ -40,11 +40,12 @@ def fit_block(result: FitResult, cal: Calibration, sources: list[str]) -> dict[s
         "max_abs_rel_error": max_abs_error(result),
         "simulation": {"requests_per_user": cal.cfg.requests_per_user, "seed": cal.cfg.seed,
                        "rounds": cal.cfg.rounds},
-        "draft_costs": cal.cfg.draft_costs.as_dict(),
-        "priors": ({"centres": {k: float(f"{v:.6g}") for k, v in cal.cfg.priors.items()},
+        "draft_costs": cal.draft_costs(result.params).as_dict(),
+        "priors": ({"centres": {k: float(f"{v:.6g}") for k, v in cal.priors.items()},
                     "spread_log": cal.cfg.prior_spread,
+                    **({"spread_log_draft_scale": cal.spreads["draft_scale"]} if "draft_scale" in cal.spreads else {}),
                     "posterior_over_prior_spread": {k: float(f"{v:.3g}") for k, v in result.prior_share.items()}}
-                   if cal.cfg.priors else None),
+                   if cal.priors else None),
         "observed_range": result.observed_range,
         "draws": [{k: float(f"{v:.6g}") for k, v in d.items()} for d in result.draws],
         "residuals": [{k: (float(f"{v:.6g}") if isinstance(v, float) else v)

@@ -140,11 +140,15 @@ def draw_profile(spread: FitSpread, draw: dict[str, float], name: str) -> Hardwa
         setattr(out, key, copy.deepcopy(getattr(made, key)))
     fit = dict(base.extra.get("fit") or {})
     costs = fit.get("draft_costs") or {}
+    point_scale = float(costs.get("scale", 1.0))
+    scale = float(draw.get("draft_scale", point_scale))       # a fitted draft_scale, drawn too
     if costs.get("source") == "layer_share" and costs.get("layer_share"):
         shares = {k: LayerShare(k, float(v["draft_layers"]), float(v["target_layers"]),
                                 int(v.get("gamma", 1)), width_given=bool(v.get("per_iteration")))
                   for k, v in costs["layer_share"].items()}
-        DraftCosts("layer_share", "", shares=shares).apply(out)
+        DraftCosts("layer_share", "", shares=shares, scale=scale).apply(out)
+    elif scale != point_scale:                     # copied tables, already x the point's scale
+        DraftCosts("tables", base.name, tables=copy.deepcopy(out), scale=scale / point_scale).apply(out)
     out.extra = {k: v for k, v in base.extra.items() if k != "fit"}
     out.extra["fit_draw"] = {"of": base.name, "parameters": {k: float(f"{v:.6g}") for k, v in draw.items()}}
     return out

@@ -37,6 +37,8 @@ class FitConfig:
     draft_costs: DraftCosts | None = None       # where drafting costs come from (None: draft_from or free)
     priors: dict[str, float] = field(default_factory=dict)   # parameter -> prior centre (seconds)
     prior_spread: float = 0.5                   # log-normal spread of every prior (0.5: x/÷ 1.65)
+    draft_scale_spread: float = 2.0             # prior spread of draft_scale (centre 1), fitted when
+                                                # speculative observations are given; 0: never fitted
     keep_draws: int = 50                        # bootstrap parameter draws kept in the result
 
     def __post_init__(self) -> None:

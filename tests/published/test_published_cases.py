@@ -11,6 +11,8 @@ from dspark_sim.errors import InputError
 from dspark_sim.published.case_acceptance import flat_rate
 from dspark_sim.published.cases import load_case, shipped_cases
 
+from known_case import EFFORT, known_case
+
 SMALL = ["--requests-per-user", "3", "--max-requests-per-user", "3", "--rounds", "1", "--bootstrap", "4"]
 
 
@@ -222,36 +224,10 @@ def test_arms_simulated_from_a_known_split_are_recovered(tmp_path):
     """Every arm of a case made by the simulator from a known profile (its per-request /
     per-token split at the prior's centre): the fit to the baseline arm alone predicts the
     speculative arms' gains closely and each lies inside its row's interval."""
-    from dspark_sim.hardware.curve_family import with_prior_freed
-    from dspark_sim.published.predict import _points, case_split, fit_config, run_case
-    from dspark_sim.sweep.load_replay import simulate_load
-    from dspark_sim.sweep.split_prior import split_centres
+    from dspark_sim.published.predict import run_case
 
-    src = shipped_cases()["vllm-pr52362-dsv4-flash-mi350x"]
-    data = yaml.safe_load(src.read_text())
-    keep = [0, 2, 4]                                   # loads 4, 16, 64
-    data["loads"] = [data["loads"][i] for i in keep]
-    for spec in data["arms"]:                          # placeholders, replaced below
-        spec["throughput"] = [spec["throughput"][i] for i in keep]
-    path = tmp_path / "known.case.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    case = load_case(path)
-    effort = {"requests_per_user": 3, "max_requests_per_user": 3, "rounds": 1, "bootstrap": 6, "seed": 0}
-    cfg = fit_config(case, effort)
-    tokens = 1 + 250 / 512                                # no speculation, local prefill
-    centres, _ = split_centres(case_split(case), tokens, 250 + 512 / 2, {"per_token_s": 5e-5, "per_request_s": 0.0})
-    truth = {"floor_s": 0.0107, "expert_s": 0.0025, "per_context_token_s": 0.0, **centres}   # moe family
-    family = with_prior_freed(cfg.family, centres, {})          # per_request_s is not held at 0
-    prof = family.profile(truth, "truth", gpus_per_replica=case.gpus)
-    assert prof.per_request_s == pytest.approx(centres["per_request_s"])
-    cfg.draft_costs.apply(prof)
-    for spec in data["arms"]:
-        arm = case.arm(spec["name"])
-        thr = [simulate_load(prof, obs, users, cfg, acc=arm.acceptance).throughput_tok_s_per_gpu * case.gpus
-               for obs, users in zip(_points(case, arm, None), case.loads)]
-        spec["throughput"] = [round(t, 3) for t in thr]
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    res = run_case(load_case(path), effort, interval_draws=2)
+    path, case, truth = known_case(tmp_path)
+    res = run_case(case, EFFORT, interval_draws=2, with_one_cell=False)
     spec_rows = [r for r in res.rows if not r["baseline"]]
     assert len(spec_rows) == 6
     for r in spec_rows:

@@ -1,0 +1,100 @@
+"""`profile fit`'s draft_scale: the speculative path's own cost, read off a speculative
+observation beside plain ones (sweep/calibrate.py), carried into the profile, its report and
+its draws."""
+import copy
+
+import numpy as np
+import pytest
+
+from dspark_sim.hardware.curve_family import CurveFamily
+from dspark_sim.hardware.draft_cost import DraftCosts, LayerShare
+from dspark_sim.hardware.observations import LoadPoint
+from dspark_sim.sweep.calibrate import Calibration
+from dspark_sim.sweep.calibrate_report import fit_block
+from dspark_sim.sweep.intervals import FitSpread, draw_profile
+from dspark_sim.sweep.load_replay import FitConfig, simulate_load
+
+FAM = CurveFamily("linear", fixed={"per_context_token_s": 0.0})
+TRUE = {"floor_s": 0.010, "per_token_s": 4.0e-5}
+SHARES = {"eagle3": LayerShare("eagle3", 1, 32)}
+
+
+def _cfg(**kw) -> FitConfig:
+    return FitConfig(FAM, bootstrap=20, draft_costs=DraftCosts("layer_share", "test", shares=dict(SHARES)), **kw)
+
+
+def _grid(spec_users=(16,)) -> list[LoadPoint]:
+    plain = [LoadPoint("ar", 1.0, 1.0, concurrency=c, prompt_tokens=200, output_tokens=120) for c in (4, 16, 64)]
+    spec = [LoadPoint("static-3", 1.0, 1.0, acceptance="paper-eagle3-g7", concurrency=c, prompt_tokens=200,
+                      output_tokens=120) for c in spec_users]
+    return plain + spec
+
+
+def _observed(points: list[LoadPoint], params: dict[str, float]) -> list[LoadPoint]:
+    """The points as the simulator gives them under `params` (draft_scale included), another seed."""
+    cfg = _cfg(seed=1)
+    prof = Calibration(points, cfg).profile(params)
+    out = []
+    for p in points:
+        s = simulate_load(prof, p, p.concurrency, cfg)
+        out.append(LoadPoint(p.policy, s.throughput_tok_s_per_gpu, s.tps_user, acceptance=p.acceptance,
+                             concurrency=p.concurrency, prompt_tokens=p.prompt_tokens,
+                             output_tokens=p.output_tokens))
+    return out
+
+
+def test_one_speculative_point_recovers_a_known_draft_scale():
+    obs = _observed(_grid(), {**TRUE, "draft_scale": 4.0})
+    result = Calibration(obs, _cfg()).fit()
+    assert result.params["draft_scale"] == pytest.approx(4.0, rel=0.05)
+    for name, value in TRUE.items():
+        assert result.params[name] == pytest.approx(value, rel=0.03), name
+    # the speculative point is reproduced, and so is another load it never saw
+    for row in result.residuals():
+        assert abs(row["throughput_rel_error"]) < 0.02
+    other = _observed(_grid(spec_users=(64,)), {**TRUE, "draft_scale": 4.0})[-1]
+    sim = simulate_load(result.profile, other, 64, _cfg())
+    assert sim.throughput_tok_s_per_gpu == pytest.approx(other.throughput_tok_s_per_gpu, rel=0.03)
+    # the draws carry it, and the profile's draft table is the share times the fitted scale
+    assert all("draft_scale" in d for d in result.draws)
+    step16 = result.profile.step_time(16)
+    assert result.profile.draft_time("eagle3", 16, 1) == pytest.approx(result.params["draft_scale"] * step16 / 32,
+                                                                       rel=1e-3)
+
+
+def test_without_a_policy_contrast_or_with_spread_0_the_draft_costs_stay_as_given():
+    plain = _observed(_grid(spec_users=())[:3], TRUE)
+    result = Calibration(plain, _cfg()).fit()
+    assert "draft_scale" not in result.params            # one policy: nothing separates drafting
+    only_spec = _observed([p for p in _grid(spec_users=(4, 16, 64)) if p.policy != "ar"], TRUE)
+    assert not Calibration(only_spec, _cfg()).fits_draft_scale
+    off = Calibration(_observed(_grid(), TRUE), _cfg(draft_scale_spread=0.0))
+    assert "draft_scale" not in off.free
+    free = Calibration(_observed(_grid(), TRUE), FitConfig(FAM, bootstrap=0))   # drafting free: no cost to scale
+    assert "draft_scale" not in free.free
+
+
+def test_the_report_and_a_draw_carry_the_fitted_scale():
+    obs = _observed(_grid(), {**TRUE, "draft_scale": 3.0})
+    cal = Calibration(obs, _cfg())
+    result = cal.fit()
+    block = fit_block(result, cal, ["test"])
+    assert block["draft_costs"]["scale"] == pytest.approx(result.params["draft_scale"])
+    assert "draft_scale" in block["draft_costs"]["summary"]
+    assert block["priors"]["centres"]["draft_scale"] == 1.0
+    prof = copy.deepcopy(result.profile)
+    prof.extra = {"fit": block}
+    draw = {**result.params, "draft_scale": 2 * result.params["draft_scale"]}
+    drawn = draw_profile(FitSpread(prof, FAM, [draw], result.observed_range), draw, "d0")
+    assert drawn.draft_time("eagle3", 16, 1) == pytest.approx(2 * prof.draft_time("eagle3", 16, 1), rel=1e-3)
+    assert np.isclose(drawn.step_time(16), prof.step_time(16))
+
+
+def test_a_draw_rescales_copied_draft_tables_by_its_ratio_to_the_point():
+    obs = _observed(_grid(), {**TRUE, "draft_scale": 2.0})
+    result = Calibration(obs, _cfg()).fit()
+    prof = copy.deepcopy(result.profile)              # its tables: the point's scale already in them
+    prof.extra = {"fit": {"draft_costs": {"source": "roofline", "origin": "r", "scale": 2.0}}}
+    draw = {**result.params, "draft_scale": 4.0}
+    drawn = draw_profile(FitSpread(prof, FAM, [draw], result.observed_range), draw, "d0")
+    assert drawn.draft_time("eagle3", 16, 2) == pytest.approx(2 * prof.draft_time("eagle3", 16, 2), rel=1e-9)
