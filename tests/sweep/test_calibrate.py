@@ -15,9 +15,10 @@ from dspark_sim.sweep.load_replay import FitConfig, simulate_load
 TRUE = {"floor_s": 0.012, "per_token_s": 2.0e-5, "per_context_token_s": 3.0e-9}
 
 
-def observed(points, family, params, seed=1, rpu=8):
-    """Load points as the simulator gives them under `params` (another seed than the fit's)."""
-    cfg = FitConfig(family, requests_per_user=rpu, seed=seed)
+def observed(points, family, params, seed=1, rpu=8, **cfg):
+    """Load points as the simulator gives them under `params` (another seed than the fit's;
+    `cfg`: more FitConfig fields, e.g. the draft costs)."""
+    cfg = FitConfig(family, requests_per_user=rpu, seed=seed, **cfg)
     prof = Calibration(points, cfg).profile(params)
     out = []
     for p in points:

@@ -5,6 +5,7 @@ import copy
 
 import numpy as np
 import pytest
+from test_calibrate import observed
 
 from dspark_sim.hardware.curve_family import CurveFamily
 from dspark_sim.hardware.draft_cost import DraftCosts, LayerShare
@@ -32,15 +33,7 @@ def _grid(spec_users=(16,)) -> list[LoadPoint]:
 
 def _observed(points: list[LoadPoint], params: dict[str, float]) -> list[LoadPoint]:
     """The points as the simulator gives them under `params` (draft_scale included), another seed."""
-    cfg = _cfg(seed=1)
-    prof = Calibration(points, cfg).profile(params)
-    out = []
-    for p in points:
-        s = simulate_load(prof, p, p.concurrency, cfg)
-        out.append(LoadPoint(p.policy, s.throughput_tok_s_per_gpu, s.tps_user, acceptance=p.acceptance,
-                             concurrency=p.concurrency, prompt_tokens=p.prompt_tokens,
-                             output_tokens=p.output_tokens))
-    return out
+    return observed(points, FAM, params, draft_costs=_cfg().draft_costs)
 
 
 def test_one_speculative_point_recovers_a_known_draft_scale():
