@@ -50,7 +50,11 @@ def register(profile_app: typer.Typer) -> None:
         observations: list[Path] = typer.Argument(..., help="Observation files: .csv or .yaml load "
                                                   "points / step points (docs/hardware.md), or "
                                                   "`vllm bench serve --save-result` .json files "
-                                                  "(one per --max-concurrency)."),
+                                                  "(one per --max-concurrency; RUN.json@POLICY"
+                                                  "[@ACCEPTANCE] names a run's own policy and "
+                                                  "acceptance profile, e.g. a run with speculation "
+                                                  "beside runs without, which lets the fit estimate "
+                                                  "draft_scale)."),
         out: Path = typer.Option(..., "--out", help="Write the fitted profile YAML here (atomically); "
                                  "the report goes beside it (.fit.md, .fit.json, .png)."),
         family: str = typer.Option("linear", "--family", help="Step-time family: linear (floor + per "
@@ -73,7 +77,8 @@ def register(profile_app: typer.Typer) -> None:
                                                        "written table and the profile's token budget [8192]."),
         gpus: int = typer.Option(1, "--gpus", help="GPUs per replica; observed throughput is per GPU."),
         policy: str = typer.Option("ar", "--policy", help="Policy of the vLLM result files (they do "
-                                   "not record it): ar, mtp1, static-K, ..."),
+                                   "not record it): ar, mtp1, static-K, ...; a file given as "
+                                   "RUN.json@POLICY overrides it."),
         acceptance: Optional[str] = typer.Option(None, "--acceptance", help="Acceptance profile of "
                                                  "the vLLM result files' policy (name or path)."),
         prefill: str = typer.Option("local", "--prefill", help="Prefill of the vLLM result files: "

@@ -243,19 +243,35 @@ def read_vllm_result(path: Path, policy: str, acceptance: str | None, gpus: int,
     return _load_point(rec, check, "", f"{path}:{lines.line('median_tpot_ms') or 1}", path.parent)
 
 
+def split_run_spec(spec: str | Path, policy: str, acceptance: str | None) -> tuple[Path, str, str | None]:
+    """`RUN.json[@POLICY[@ACCEPTANCE]]` -> (path, policy, acceptance): a vLLM result file may name
+    its own policy and acceptance profile (a run with speculation beside runs without), else it
+    takes the defaults. A path that exists as written is never split."""
+    text = str(spec)
+    if Path(text).exists() or "@" not in Path(text).name:
+        return Path(text), policy, acceptance
+    head, _, tail = text.partition("@")
+    own_policy, _, own_acceptance = tail.partition("@")
+    if not own_policy:
+        raise InputError(f"expected RUN.json@POLICY[@ACCEPTANCE], got {text!r}", field="observations")
+    return Path(head), own_policy, own_acceptance or acceptance
+
+
 def read_observations(paths: list[str | Path], *, policy: str = "ar", acceptance: str | None = None,
                       gpus: int = 1, prefill: str = "disaggregated") -> list[LoadPoint | StepPoint]:
     """Every observation of the given files (.csv, .yaml/.yml, .json = vllm bench serve result).
-    `policy`, `acceptance` and `prefill` describe the vLLM runs, which do not record them."""
+    `policy`, `acceptance` and `prefill` describe the vLLM runs, which do not record them; a run
+    given as `RUN.json@POLICY[@ACCEPTANCE]` names its own policy and acceptance."""
     out: list[LoadPoint | StepPoint] = []
-    for p in map(Path, paths):
+    for spec in paths:
+        p, run_policy, run_acceptance = split_run_spec(spec, policy, acceptance)
         suffix = p.suffix.lower()
         if suffix == ".csv":
             out += read_csv(p)
         elif suffix in (".yaml", ".yml"):
             out += read_yaml_observations(p)
         elif suffix == ".json":
-            out.append(read_vllm_result(p, policy, acceptance, gpus, prefill))
+            out.append(read_vllm_result(p, run_policy, run_acceptance, gpus, prefill))
         else:
             raise InputError("unknown observation file type; use .csv, .yaml or a vllm bench "
                              "serve result .json", file=p)

@@ -2,17 +2,21 @@
 observation beside plain ones (sweep/calibrate.py), carried into the profile, its report and
 its draws."""
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
-from test_calibrate import observed
+from test_calibrate import _vllm_json, observed
 
+from dspark_sim.cli import main
 from dspark_sim.hardware.curve_family import CurveFamily
 from dspark_sim.hardware.draft_cost import DraftCosts, LayerShare
-from dspark_sim.hardware.observations import LoadPoint
+from dspark_sim.hardware.observations import LoadPoint, split_run_spec
 from dspark_sim.sweep.calibrate import Calibration
 from dspark_sim.sweep.calibrate_report import fit_block
 from dspark_sim.sweep.intervals import FitSpread, draw_profile
+from dspark_sim.errors import InputError
+from dspark_sim.profiles import HardwareProfile
 from dspark_sim.sweep.load_replay import FitConfig, simulate_load
 
 FAM = CurveFamily("linear", fixed={"per_context_token_s": 0.0})
@@ -91,3 +95,29 @@ def test_a_draw_rescales_copied_draft_tables_by_its_ratio_to_the_point():
     draw = {**result.params, "draft_scale": 4.0}
     drawn = draw_profile(FitSpread(prof, FAM, [draw], result.observed_range), draw, "d0")
     assert drawn.draft_time("eagle3", 16, 2) == pytest.approx(2 * prof.draft_time("eagle3", 16, 2), rel=1e-9)
+
+
+def test_vllm_result_files_name_their_own_policy_and_the_cli_fits_draft_scale(tmp_path):
+    """`vllm bench serve` runs with and without speculation in one `profile fit`: the speculative
+    run given as RUN.json@POLICY@ACCEPTANCE."""
+    cfg = _cfg(seed=3)
+    runs = [LoadPoint(policy, 1.0, 1.0, acceptance="paper-eagle3-g7" if policy != "ar" else None,
+                      concurrency=c, prompt_tokens=200, output_tokens=120, tps_stat="p50", prefill="local",
+                      requests=40, window="whole-run")
+            for policy, c in (("ar", 4), ("ar", 16), ("ar", 64), ("static-3", 16))]
+    prof = Calibration(runs, cfg).profile({**TRUE, "draft_scale": 3.0})
+    files = []
+    for p in runs:
+        c = p.concurrency
+        path = _vllm_json(tmp_path / f"{p.policy}-c{c}.json", c, simulate_load(prof, p, c, cfg), 200, 120)
+        files.append(f"{path}@{p.policy}@{p.acceptance}" if p.acceptance else str(path))
+    out = tmp_path / "fit.yaml"
+    assert main(["profile", "fit", *files, "--out", str(out), "--fix", "per_context_token_s=0",
+                 "--draft-layer-share", "eagle3=1/32", "--bootstrap", "10", "--frontier-points", "2"]) == 0
+    fit = HardwareProfile.load(out).extra["fit"]
+    assert fit["parameters"]["draft_scale"] == pytest.approx(3.0, rel=0.15)
+    assert fit["draft_costs"]["scale"] == pytest.approx(fit["parameters"]["draft_scale"], rel=1e-4)
+    assert split_run_spec("run.json", "ar", None) == (Path("run.json"), "ar", None)
+    assert split_run_spec("run.json@static-3", "ar", "a") == (Path("run.json"), "static-3", "a")
+    with pytest.raises(InputError, match="RUN.json@POLICY"):
+        split_run_spec("run.json@", "ar", None)
