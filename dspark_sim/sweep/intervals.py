@@ -9,7 +9,10 @@ chosen and the command runs once more per draw (cached points, like any other):
   the operating points the point estimate's run found (batch and context tokens per iteration
   of each policy at each SLA): *speed*, the mean log ratio of the draw's step time to the point
   estimate's, and *gain*, that ratio at the speculative policies' points less at the
-  baseline's (a draw whose big batches are relatively cheaper favours speculation);
+  baseline's (a draw whose big batches are relatively cheaper favours speculation); when the
+  draws carry a fitted `draft_scale` (a fit with a speculative observation), the speculative
+  points' drafting is added to their step, so a draw with dearer drafting counts as less
+  favourable to speculation;
 - the draws at the 10th and 90th percentile of speed, then of gain, are taken (then medians
   and quartiles, for more draws; `--spread-draws N`, default 4);
 - an MoE fit's per-token reading (`fit.per_token_reading`, sweep/per_token_reading.py) adds one
@@ -162,6 +165,7 @@ class Operating:
     batch_tokens: float
     context_tokens: float
     speculative: bool
+    requests: float = 0.0           # decoding requests there (0: unknown; no draft term)
 
 
 def _grid(prof: HardwareProfile) -> list[Operating]:
@@ -170,17 +174,31 @@ def _grid(prof: HardwareProfile) -> list[Operating]:
     return [Operating(float(b), 0.0, b > 8) for b in np.geomspace(1, top, 12)]
 
 
-def _proxies(profs: list[HardwareProfile], point: HardwareProfile,
-             where: list[Operating]) -> tuple[np.ndarray, np.ndarray]:
-    """Per draw: speed (mean log step-time ratio to the point estimate at the operating points;
-    lower is faster) and gain (that ratio at the speculative points less at the others; lower
-    favours speculation)."""
-    where = where or _grid(point)
+def _iteration_time(prof: HardwareProfile, where: list[Operating], drafting: bool) -> np.ndarray:
+    """Step time at each operating point, plus, with `drafting`, the mean draft cost of the
+    profile's drafter kinds at the speculative points whose requests are known (their drafts
+    per request from the batch: B / R - 1, at least 1)."""
     B = np.array([w.batch_tokens for w in where], dtype=float)
     X = np.array([w.context_tokens for w in where], dtype=float)
+    out = np.asarray(prof.step_time(B, X), dtype=float)
+    if drafting and prof.draft_curves:
+        extra = [float(np.mean([prof.draft_time(k, w.requests, max(w.batch_tokens / w.requests - 1.0, 1.0))
+                                for k in sorted(prof.draft_curves)]))
+                 if w.speculative and w.requests > 0 else 0.0 for w in where]
+        out = out + np.array(extra)
+    return out
+
+
+def _proxies(profs: list[HardwareProfile], point: HardwareProfile,
+             where: list[Operating], drafting: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per draw: speed (mean log iteration-time ratio to the point estimate at the operating
+    points; lower is faster) and gain (that ratio at the speculative points less at the others;
+    lower favours speculation). The iteration is the step, and with `drafting` (draws that carry
+    a fitted draft_scale) the drafting too."""
+    where = where or _grid(point)
     spec = np.array([w.speculative for w in where])
-    ref = np.log(np.asarray(point.step_time(B, X), dtype=float))
-    logs = np.array([np.log(np.asarray(p.step_time(B, X), dtype=float)) - ref for p in profs])
+    ref = np.log(_iteration_time(point, where, drafting))
+    logs = np.array([np.log(_iteration_time(p, where, drafting)) - ref for p in profs])
     speed = logs.mean(axis=1)
     gain = (logs[:, spec].mean(axis=1) if spec.any() else 0.0) - \
         (logs[:, ~spec].mean(axis=1) if (~spec).any() else 0.0)
@@ -196,7 +214,8 @@ def pick_draws(spread: FitSpread, n: int, where: list[Operating]) -> list[int]:
     if n == 0:
         return []
     profs = [draw_profile(spread, d, f"{spread.profile.name}-draw{i}") for i, d in enumerate(spread.draws)]
-    speed, gain = _proxies(profs, spread.profile, where)
+    speed, gain = _proxies(profs, spread.profile, where,
+                           drafting=any("draft_scale" in d for d in spread.draws))
     own = spread.own_draws
     values = {"speed": speed[:own], "gain": gain[:own]}
     chosen: list[int] = []
@@ -348,7 +367,8 @@ def operating_points(table, results, context_per_request: float, baseline: str |
         rows = results[(results["policy"] == r.policy) & (results["load"] == r.load_at_sla)]
         decoding = float(rows["decoding"].mean()) if "decoding" in rows and len(rows) else r.load_at_sla
         if np.isfinite(B):
-            out.append(Operating(B, decoding * context_per_request, r.policy not in ("ar", baseline)))
+            out.append(Operating(B, decoding * context_per_request, r.policy not in ("ar", baseline),
+                                 decoding))
     return out
 
 

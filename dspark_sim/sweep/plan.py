@@ -181,7 +181,8 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
                      baseline=baseline, baseline_reason=why, kv_note=kv_note(hw))
     spread = fit_spread(hw, hw_path)
     ctx = context_per_request(load_trace(trace)) if spread is not None and cfg.spread_draws else 0.0
-    where = [Operating(r.decoding * r.verify_tokens, r.decoding * ctx, r.policy not in ("ar", baseline))
+    where = [Operating(r.decoding * r.verify_tokens, r.decoding * ctx, r.policy not in ("ar", baseline),
+                       r.decoding)
              for r in table.itertuples() if r.status == "ok"]
     spread, indices, subs = rerun_on_draws(
         out, hw, cfg.spread_draws, where, cache_dir, file=hw_path,

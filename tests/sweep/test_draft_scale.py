@@ -121,3 +121,25 @@ def test_vllm_result_files_name_their_own_policy_and_the_cli_fits_draft_scale(tm
     assert split_run_spec("run.json@static-3", "ar", "a") == (Path("run.json"), "static-3", "a")
     with pytest.raises(InputError, match="RUN.json@POLICY"):
         split_run_spec("run.json@", "ar", None)
+
+
+def test_representative_draws_span_a_fitted_draft_scale():
+    """Draws alike but for draft_scale: with drafting in the proxies the picked draws take its
+    low and high ends (the step curve alone would see them all as one)."""
+    from dspark_sim.sweep.intervals import Operating, _proxies, pick_draws
+
+    obs = _observed(_grid(), {**TRUE, "draft_scale": 3.0})
+    cal = Calibration(obs, _cfg())
+    result = cal.fit()
+    prof = copy.deepcopy(result.profile)
+    prof.extra = {"fit": fit_block(result, cal, ["test"])}
+    draws = [{**result.params, "draft_scale": float(s)} for s in range(1, 11)]
+    spread = FitSpread(prof, FAM, draws, result.observed_range)
+    where = [Operating(64.0, 0.0, False, 64.0), Operating(64.0 * 4, 0.0, True, 64.0)]
+    profs = [draw_profile(spread, d, f"d{i}") for i, d in enumerate(draws)]
+    _, blind = _proxies(profs, prof, where)
+    assert np.ptp(blind) == pytest.approx(0.0, abs=1e-12)           # the step curves are the same
+    _, gain = _proxies(profs, prof, where, drafting=True)
+    assert np.all(np.diff(gain) > 0)                                 # dearer drafting, less favourable
+    scales = sorted(draws[i]["draft_scale"] for i in pick_draws(spread, 4, where))
+    assert scales[0] <= 2.0 and scales[-1] >= 9.0
