@@ -258,9 +258,11 @@ def describe(spread: FitSpread | None, indices: list[int], hw: HardwareProfile) 
     reading = "" if own == len(spread.draws) else (
         f", and the draw of its per-token reading (one of {len(spread.draws) - own}) least "
         "favourable to speculation")
+    what = ("step time plus drafting (the fit's draft_scale drawn too)"
+            if any("draft_scale" in d for d in spread.draws) else "step time")
     return {"interval": f"range over the point estimate and {sum(i < own for i in indices)} of the "
                         f"fit's {own} draws{reading} "
-                        "(10th/90th percentiles of step time and of its speculative/baseline ratio at the "
+                        f"(10th/90th percentiles of {what} and of its speculative/baseline ratio at the "
                         "operating points; docs/sweeps.md)",
             "draws": indices, "draw_parameters": [spread.draws[i] for i in indices],
             "observed_range": spread.observed_range}
