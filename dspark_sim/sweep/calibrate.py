@@ -315,6 +315,9 @@ class Calibration:
         out = {"batch_tokens": [float(min(batch)), float(max(batch))]}
         if users:
             out["users"] = [float(min(users)), float(max(users))]
+        if "draft_scale" in self.free:      # where the speculative path's own cost was measured
+            spec = [m["users"] * (1 + m["k"]) for m in self.meta if m and m["kind"] and m["k"] > 0]
+            out["speculative_batch_tokens"] = [float(min(spec)), float(max(spec))]
         return out
 
     def _prior_share(self, draws: list[dict[str, float]]) -> dict[str, float]:

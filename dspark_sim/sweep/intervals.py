@@ -279,17 +279,35 @@ def interval_text(spread: FitSpread | None, indices: list[int], hw: HardwareProf
             "only, not acceptance or the model's own error (docs/trust.md).")
 
 
-def outside_observed(observed_range: dict[str, list[float]] | None, batch_tokens: float) -> str:
-    """'' inside the fit's observed batch tokens per iteration, else what lies beyond."""
-    rng = (observed_range or {}).get("batch_tokens")
-    if not rng or batch_tokens is None or not np.isfinite(batch_tokens):
+def outside_observed(observed_range: dict[str, list[float]] | None, batch_tokens: float,
+                     speculative: bool = False) -> str:
+    """'' inside the fit's observed batch tokens per iteration, else what lies beyond; at a
+    `speculative` operating point of a fit that estimated draft_scale, also whether it lies
+    beyond the speculative observations' batch tokens (where that cost was measured)."""
+    if batch_tokens is None or not np.isfinite(batch_tokens):
         return ""
+    parts = []
+    rng = (observed_range or {}).get("batch_tokens")
+    if rng:
+        parts.append(_beyond(batch_tokens, rng, "observed"))
+    spec = (observed_range or {}).get("speculative_batch_tokens")
+    if speculative and spec:
+        parts.append(_beyond(batch_tokens, spec, "the speculative observations' (draft_scale)"))
+    return "; ".join(p for p in parts if p)
+
+
+def _beyond(batch_tokens: float, rng: list[float], what: str) -> str:
     lo, hi = float(rng[0]), float(rng[1])
     if batch_tokens > hi * 1.001:
-        return f"extrapolated: {batch_tokens:,.0f} batch tokens > observed {hi:,.0f}"
+        return f"extrapolated: {_tokens(batch_tokens)} batch tokens > {what} {_tokens(hi)}"
     if batch_tokens < lo * 0.999:
-        return f"extrapolated: {batch_tokens:,.0f} batch tokens < observed {lo:,.0f}"
+        return f"extrapolated: {_tokens(batch_tokens)} batch tokens < {what} {_tokens(lo)}"
     return ""
+
+
+def _tokens(v: float) -> str:
+    """Batch tokens for a flag: whole numbers from 100 up, three digits below (3.96 < 4)."""
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
 def value_range(values: list[float], unmet_as_zero: bool = True) -> tuple[float, float]:
@@ -340,7 +358,7 @@ def flag_outside(table, results, spread: FitSpread | None):
     out = table.copy()
     rng = spread.observed_range if spread else None
     out["outside_observed"] = [
-        outside_observed(rng, operating_batch_tokens(results, r.policy, r.load_at_sla))
+        outside_observed(rng, operating_batch_tokens(results, r.policy, r.load_at_sla), r.policy != "ar")
         if np.isfinite(r.load_at_sla) else "" for r in table.itertuples()]
     return out
 

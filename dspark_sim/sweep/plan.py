@@ -197,7 +197,7 @@ def plan_capacity(cfg: PlanConfig, *, cache_dir=None, workers: int = 1, executor
                                              for t in tables) for p in out.table["policy"]]
     if spread is not None:
         out.table["outside_observed"] = [
-            outside_observed(spread.observed_range, r.decoding * r.verify_tokens)
+            outside_observed(spread.observed_range, r.decoding * r.verify_tokens, r.policy != "ar")
             if r.status == "ok" else "" for r in out.table.itertuples()]
     out.fit_spread, out.spread_note = describe(spread, indices, hw), interval_text(spread, indices, hw)
     out.wall_s = time.perf_counter() - t0

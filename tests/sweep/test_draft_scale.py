@@ -143,3 +143,17 @@ def test_representative_draws_span_a_fitted_draft_scale():
     assert np.all(np.diff(gain) > 0)                                 # dearer drafting, less favourable
     scales = sorted(draws[i]["draft_scale"] for i in pick_draws(spread, 4, where))
     assert scales[0] <= 2.0 and scales[-1] >= 9.0
+
+
+def test_speculative_points_far_from_the_speculative_observation_are_flagged():
+    from dspark_sim.sweep.intervals import outside_observed
+
+    result = Calibration(_observed(_grid(), {**TRUE, "draft_scale": 2.0}), _cfg()).fit()
+    rng = result.observed_range
+    assert rng["batch_tokens"] == [4.0, 64.0] and rng["speculative_batch_tokens"] == [64.0, 64.0]
+    assert outside_observed(rng, 32.0) == ""                          # a plain point: inside
+    flag = outside_observed(rng, 32.0, speculative=True)
+    assert "speculative observations" in flag and "32" in flag
+    assert outside_observed(rng, 64.0, speculative=True) == ""
+    plain = Calibration(_observed(_grid(spec_users=()), TRUE), _cfg()).fit()
+    assert "speculative_batch_tokens" not in plain.observed_range
