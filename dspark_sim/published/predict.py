@@ -148,8 +148,8 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
         base = case.arm(case.baseline)
         points = _points(case, base, paths.get(base.name))
         check_physical(points, case.gpus)
-        result, cfg, note, split_note, cal = _fit(case, points, fit_config(case, effort), progress)
         split, draws = case_split(case), []
+        result, cfg, note, split_note, cal = _fit(points, fit_config(case, effort), split, progress)
         if split is not None:
             draws = split_interval_draws(result, user_tokens_and_context(cal)[0], interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
@@ -161,7 +161,7 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
         budget_fits = fit_budgets(case, lambda arm: _points(case, arm, paths.get(arm.name)), result, cfg, progress)
         add_budget_rows(rows, budget_fits)
         one_cell = fit_one_cell(case, lambda name: _points(case, case.arm(name), paths.get(name)),
-                                lambda pts: _fit(case, pts, fit_config(case, effort), progress)[:2],
+                                lambda pts: _fit(pts, fit_config(case, effort), split, progress)[:2],
                                 progress) if with_one_cell else []
     if cfg.priors and case.fit.get("roofline"):
         spec = case.fit["roofline"]
@@ -179,11 +179,11 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
                       one_cell)
 
 
-def _fit(case: Case, points: list[LoadPoint], cfg: FitConfig, progress: Callable[[str], None] | None
-         ) -> tuple[FitResult, FitConfig, str, str, Calibration]:
-    """`profile fit`'s fit of `points` under the case's configuration, split-refitted when the case
-    has a split prior: (result, the configuration it ended with, a note, the split's note, its
-    calibration)."""
+def _fit(points: list[LoadPoint], cfg: FitConfig, split: SplitPrior | None,
+         progress: Callable[[str], None] | None) -> tuple[FitResult, FitConfig, str, str, Calibration]:
+    """`profile fit`'s fit of `points` under the case's configuration, split-refitted with the
+    case's split prior when it has one: (result, the configuration it ended with, a note, the
+    split's note, its calibration)."""
     note = ""
     try:
         result = Calibration(points, cfg).fit(progress)
@@ -195,7 +195,7 @@ def _fit(case: Case, points: list[LoadPoint], cfg: FitConfig, progress: Callable
         result = Calibration(points, cfg).fit(progress)
         note = "the roofline family's flat part (weight_s) was not identified: every load lies " \
                "above its knee, so weight_s = 0 (floor + per-token, linear). "
-    cal, split_note, split = Calibration(points, cfg), "", case_split(case)
+    cal, split_note = Calibration(points, cfg), ""
     if split is not None:
         cal, result, split_note = refit_with_split(cal, result, split, progress)
     return result, cal.cfg, note, split_note, cal

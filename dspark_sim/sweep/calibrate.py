@@ -130,8 +130,11 @@ class Calibration:
         costs = self.cfg.draft_costs
         return (self.cfg.draft_scale_spread > 0 and costs.source != "none"
                 and len({p.policy for p in self.loads}) >= 2
-                and any(m is not None and m["kind"] and m["k"] > 0
-                        and costs.seconds(m["kind"], lambda b: b, 1.0, m["k"]) > 0 for m in self.meta))
+                and any(costs.seconds(m["kind"], lambda b: b, 1.0, m["k"]) > 0 for m in self._speculative()))
+
+    def _speculative(self) -> list[dict]:
+        """The meta of the load points that draft (a drafter kind and drafts to verify)."""
+        return [m for m in self.meta if m is not None and m["kind"] and m["k"] > 0]
 
     def full(self, params: dict[str, float]) -> dict[str, float]:
         """Every parameter of the family (`CurveFamily.full`), and draft_scale when fitted."""
@@ -316,7 +319,7 @@ class Calibration:
         if users:
             out["users"] = [float(min(users)), float(max(users))]
         if "draft_scale" in self.free:      # where the speculative path's own cost was measured
-            spec = [m["users"] * (1 + m["k"]) for m in self.meta if m and m["kind"] and m["k"] > 0]
+            spec = [m["users"] * (1 + m["k"]) for m in self._speculative()]
             out["speculative_batch_tokens"] = [float(min(spec)), float(max(spec))]
         return out
 

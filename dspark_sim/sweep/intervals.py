@@ -64,6 +64,11 @@ class FitSpread:
     reading_from: int | None = None      # draws from here on: an MoE fit's per-token reading
 
     @property
+    def has_draft_scale(self) -> bool:
+        """Whether the draws carry a fitted draft_scale (a fit with a speculative observation)."""
+        return any("draft_scale" in d for d in self.draws)
+
+    @property
     def own_draws(self) -> int:
         """How many draws are the fit's own (those before an MoE fit's per-token reading)."""
         return len(self.draws) if self.reading_from is None else self.reading_from
@@ -214,8 +219,7 @@ def pick_draws(spread: FitSpread, n: int, where: list[Operating]) -> list[int]:
     if n == 0:
         return []
     profs = [draw_profile(spread, d, f"{spread.profile.name}-draw{i}") for i, d in enumerate(spread.draws)]
-    speed, gain = _proxies(profs, spread.profile, where,
-                           drafting=any("draft_scale" in d for d in spread.draws))
+    speed, gain = _proxies(profs, spread.profile, where, drafting=spread.has_draft_scale)
     own = spread.own_draws
     values = {"speed": speed[:own], "gain": gain[:own]}
     chosen: list[int] = []
@@ -258,8 +262,7 @@ def describe(spread: FitSpread | None, indices: list[int], hw: HardwareProfile) 
     reading = "" if own == len(spread.draws) else (
         f", and the draw of its per-token reading (one of {len(spread.draws) - own}) least "
         "favourable to speculation")
-    what = ("step time plus drafting (the fit's draft_scale drawn too)"
-            if any("draft_scale" in d for d in spread.draws) else "step time")
+    what = "step time plus drafting (the fit's draft_scale drawn too)" if spread.has_draft_scale else "step time"
     return {"interval": f"range over the point estimate and {sum(i < own for i in indices)} of the "
                         f"fit's {own} draws{reading} "
                         f"(10th/90th percentiles of {what} and of its speculative/baseline ratio at the "
