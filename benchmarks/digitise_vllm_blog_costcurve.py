@@ -9,6 +9,16 @@ through the labelled ticks and prints one row per step of the line: batch tokens
 
     git --git-dir=<mirror> show 00d79dd:assets/figures/2026-08-14-dspark-adaptive-verification/fig2-costcurve.svg > fig2.svg
     python benchmarks/digitise_vllm_blog_costcurve.py fig2.svg
+    python benchmarks/digitise_vllm_blog_costcurve.py fig2.svg --draft-share 3/43:7
+
+With `--draft-share D/L:G` it also reads the right panel, "draft cost vs requests (graph replays
+only)" (the drafter's own cost table, linear axes 0..256 requests against 2 / 4 / 6 ms), and sets
+each step of it beside the layer-share price `hardware/draft_cost.py` gives a block drafter of D
+layers against a target of L: D / L of the left panel's verify cost at R x G tokens, read inside
+the captured region only (R x G <= 1,024 tokens; above it the left panel is the eager path,
+which the drafter's own graphs do not take). The ratio measured / priced is how far the
+layer-share pricing is off for this drafter on this engine and GPU: `LAYER_SHARE_BAND` in
+hardware/draft_cost.py is read from it.
 
 What the eager cost of dspark_sim/data/published_cases/vllm-blog-dsv4-pro-b300.case.yaml (and
 the high end of vllm-pr52362-dsv4-flash-mi350x's) is read from: the last in-graph step (20.6 ms at
@@ -56,15 +66,67 @@ def read_cost_table(svg: str) -> list[tuple[float, float]]:
     return rows
 
 
-def main(path: str) -> None:
+def read_draft_table(svg: str) -> list[tuple[float, float]]:
+    """(requests, ms) at each step of the right panel's draft-cost line (linear axes)."""
+    xs, ys = [], []
+    for m in re.finditer(r'<text\s+x="([-\d.]+)" y="([-\d.]+)"[^>]*>([^<]*)</text>', svg):
+        x, y, label = float(m.group(1)), float(m.group(2)), m.group(3).strip()
+        if x <= 560:
+            continue
+        if re.fullmatch(r"\d+", label) and y > 340:
+            xs.append((x, float(label)))
+        elif re.fullmatch(r"\d+ ms", label):
+            ys.append((y - 4.0, float(label.split()[0])))
+    (x0, r0), (x1, r1) = min(xs), max(xs)
+    (y0, m0), (y1, m1) = min(ys), max(ys)
+    lines = re.findall(r'<polyline\s+points="([^"]+)"', svg)
+    line = next(pts for pts in lines if float(pts.split()[0].split(",")[0]) > 560)
+    rows: list[tuple[float, float]] = []
+    for pair in line.split():
+        px, py = map(float, pair.split(","))
+        req = round(r0 + (px - x0) / (x1 - x0) * (r1 - r0))
+        ms = round(m0 + (py - y0) / (y1 - y0) * (m1 - m0), 2)
+        if rows and rows[-1][0] == req:
+            rows[-1] = (req, ms)                # a vertical riser: the step's value is its top
+        else:
+            rows.append((req, ms))
+    return rows
+
+
+def _table_at(rows: list[tuple[float, float]], tokens: float) -> float:
+    """The left panel's staircase at `tokens` (the step at or below it)."""
+    return [ms for t, ms in rows if t <= tokens + 0.5][-1]
+
+
+def main(path: str, draft_share: str | None) -> None:
     with open(path, encoding="utf-8") as fh:
-        rows = read_cost_table(fh.read())
+        svg = fh.read()
+    rows = read_cost_table(svg)
     print("batch_tokens\tms")
     for tokens, ms in rows:
         print(f"{tokens:g}\t{ms:g}")
+    if not draft_share:
+        return
+    frac, gamma = draft_share.split(":")
+    layers, target = map(float, frac.split("/"))
+    print(f"\nrequests\tdraft_ms\tverify_ms_at_{gamma}R\tpriced_ms ({frac} of it)\tmeasured/priced")
+    ratios = []
+    for req, ms in read_draft_table(svg):
+        tokens = req * int(gamma)
+        if req < 1 or tokens > 1024:
+            continue
+        priced = layers / target * _table_at(rows, tokens)
+        ratios.append(ms / priced)
+        print(f"{req:g}\t{ms:g}\t{_table_at(rows, tokens):g}\t{priced:.3f}\t{ms / priced:.2f}")
+    print(f"measured / priced over {len(ratios)} steps: {min(ratios):.2f} .. {max(ratios):.2f}, "
+          f"median {sorted(ratios)[len(ratios) // 2]:.2f}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: digitise_vllm_blog_costcurve.py FIG2_SVG")
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    share = None
+    if len(args) == 3 and args[1] == "--draft-share":
+        share = args[2]
+    elif len(args) != 1:
+        sys.exit("usage: digitise_vllm_blog_costcurve.py FIG2_SVG [--draft-share D/L:G]")
+    main(args[0], share)

@@ -123,6 +123,18 @@ def register(profile_app: typer.Typer) -> None:
                                                  "1 (2.0: x/÷ 7.4, wide: an engine's speculative path "
                                                  "can cost several times the priced drafting). 0: keep "
                                                  "the draft costs as given."),
+        draft_cost_band: Optional[float] = typer.Option(None, "--draft-cost-band", help="When "
+                                              "the observations cannot see the draft cost (one "
+                                              "policy, or no priced drafter among them) and it is "
+                                              "priced from a shape (--roofline, --draft-layer-share, "
+                                              "or a roofline profile as --draft-time-from), the "
+                                              "fit's draws take draft_scale "
+                                              "from a log-normal band with 10th..90th percentiles "
+                                              "1/FACTOR..FACTOR, so sweep, plan and recommend "
+                                              "intervals span it; the point estimate keeps 1. "
+                                              "Default 2.35: the layer-share pricing's measured "
+                                              "error on the one published GPU drafter profile "
+                                              "(hardware/draft_cost.py SHAPE_PRICING_BAND). 1: off."),
         draft_layer_share: str = typer.Option("", "--draft-layer-share", help="Without tables: price "
                                               "drafter KIND as a share of the fitted step, "
                                               "KIND=DRAFT_LAYERS/TARGET_LAYERS[:WIDTH],... (e.g. "
@@ -166,7 +178,7 @@ def register(profile_app: typer.Typer) -> None:
         import numpy as np
 
         from ..hardware.curve_family import family_values_of, load_family, with_prior_freed
-        from ..hardware.draft_cost import choose_draft_costs, parse_layer_shares
+        from ..hardware.draft_cost import SHAPE_PRICING_BAND, choose_draft_costs, parse_layer_shares
         from ..hardware.observations import check_physical, read_observations
         from ..profiles.hardware import HardwareProfile
         from ..profiles.registry import load_hw_profile
@@ -201,6 +213,9 @@ def register(profile_app: typer.Typer) -> None:
             raise InputError(f"must be > 0, got {prior_spread}", field="prior-spread")
         if draft_scale_spread < 0:
             raise InputError(f"must be >= 0, got {draft_scale_spread}", field="draft-scale-spread")
+        draft_cost_band = SHAPE_PRICING_BAND if draft_cost_band is None else draft_cost_band
+        if not np.isfinite(draft_cost_band) or draft_cost_band < 1:
+            raise InputError(f"must be >= 1 (1: off), got {draft_cost_band}", field="draft-cost-band")
         split = None
         if split_prior:
             from ..published.cost_models import resolve_cost_model
@@ -228,7 +243,8 @@ def register(profile_app: typer.Typer) -> None:
                         kv_capacity_tokens=kv_capacity, max_batch_requests=max_batch_requests,
                         requests_per_user=requests_per_user, max_requests_per_user=max_requests_per_user,
                         rounds=rounds, bootstrap=bootstrap, obs_error=obs_error, seed=seed, priors=priors,
-                        prior_spread=prior_spread, draft_scale_spread=draft_scale_spread)
+                        prior_spread=prior_spread, draft_scale_spread=draft_scale_spread,
+                        draft_band=draft_cost_band)
         cal = Calibration(points, cfg)
         if split is not None:
             from ..sweep.split_prior import check_split_family
@@ -261,6 +277,12 @@ def register(profile_app: typer.Typer) -> None:
         drafts = cal.draft_costs(result.params)          # with the fitted draft_scale, if any
         if "draft_scale" in result.params:
             console.print(drafts.describe())
+        band = cal.draft_band()
+        band_line = (f"draft costs not seen by these observations: the fit's draws take draft_scale "
+                     f"from the shape pricing's measured band x/÷ {band['factor']:g} (10th..90th "
+                     "percentiles; --draft-cost-band), the point estimate 1" if band else "")
+        if band_line:
+            console.print(band_line)
         if split_note:
             console.print(split_note)
         if reading_line:
@@ -271,7 +293,9 @@ def register(profile_app: typer.Typer) -> None:
         prof.extra = {"notes": (note + " " if note else "") +
                       "Fitted by `dspark-sim profile fit`: the step curve under which the simulator "
                       "reproduces the observations (fit.residuals). "
-                      + drafts.describe() + "." + (" " + split_note if split_note else "")
+                      + drafts.describe() + "." + (" " + band_line[0].upper() + band_line[1:] + "."
+                                                   if band_line else "")
+                      + (" " + split_note if split_note else "")
                       + (" " + reading_line if reading_line else ""),
                       "fit": fit_block(result, cal, [str(p) for p in observations])}
         if reading_block is not None:

@@ -36,7 +36,9 @@ def register(app: typer.Typer) -> None:
         interval_draws: int = typer.Option(2, "--interval-draws", help="Fit draws simulated per case "
                                            "with a split prior, at evenly spaced quantiles (10th..90th) "
                                            "of the per-request share, for each row's gain interval "
-                                           "(0: no interval)."),
+                                           "(0: no interval); the first and last also take the ends "
+                                           "of the case's eager-cost and acceptance ranges and of the "
+                                           "draft pricing's band (x/÷ 2.35, hardware/draft_cost.py)."),
         one_cell: bool = typer.Option(True, "--one-cell/--no-one-cell", help="Diagnostic: per "
                                       "speculative arm with 3+ loads, fit the baseline arm again with "
                                       "the arm's middle cell (so draft_scale, the speculative path's "

@@ -24,6 +24,22 @@ draft cost: `profile fit` fits it (`draft_scale`, a log-normal prior centred at 
 given speculative observations, so that what a speculative iteration costs beyond its target
 forward (drafting as priced, and whatever else the engine's speculative path adds) is read off
 the user's own measurement instead of the source alone.
+
+When the observations cannot see it (one policy, or no drafter priced among them), a cost priced
+from a shape (`roofline`, `layer_share`, or a roofline profile's tables copied with
+`--draft-time-from`) is still an estimate: `profile fit` then draws
+`draft_scale` in its bootstrap from a log-normal band whose 10th and 90th percentiles are
+1 / SHAPE_PRICING_BAND and SHAPE_PRICING_BAND (the point estimate keeps 1), so that `sweep`,
+`plan` and `recommend` intervals span what the pricing does not know. The factor is measured: the
+one published GPU start-up profile that times a drafter beside its target's verify step on the
+same engine and GPU (vLLM's "Adaptive Verification in vLLM" post, Fig. 2: DeepSeek-V4-Flash-0731
+DSpark on 4 x B300, "draft cost vs requests" beside "verify cost vs batch tokens") has the drafter
+at 2.03-2.60 times (median 2.35) the layer share this module gives it (3/43 of the verify cost at
+R x 7 tokens, R = 1..144, inside the captured region; `python
+benchmarks/digitise_vllm_blog_costcurve.py fig2.svg --draft-share 3/43:7`). SpecDecode-Bench's
+EAGLE draft on one H100 lies within x1.00-1.15 of the roofline's shape price (docs/trust.md),
+inside the band. One drafter's factor is taken in both directions: a dense drafter layer against
+MoE target layers can also cost less than its share.
 """
 from __future__ import annotations
 
@@ -39,6 +55,14 @@ from ..profiles.hardware import DraftSlope, HardwareProfile
 BLOCK_KINDS = ("dflash", "dspark")           # one pass over R x gamma tokens
 SEQUENTIAL_KINDS = ("mtp1", "eagle3")        # one pass over R tokens per draft
 REQUEST_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+SHAPE_PRICED = ("roofline", "layer_share")   # sources whose cost is priced from a shape
+SHAPE_PRICING_BAND = 2.35                    # p90 / centre of draft_scale when unobserved (docstring)
+_Z90 = 1.2815515655446004                    # standard normal 90th percentile
+
+
+def band_spread(factor: float) -> float:
+    """Log-normal spread whose 10th..90th percentiles are 1 / factor .. factor (0 for factor <= 1)."""
+    return float(np.log(factor) / _Z90) if factor > 1.0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +103,13 @@ class DraftCosts:
     tables: HardwareProfile | None = None
     shares: dict[str, LayerShare] = field(default_factory=dict)
     scale: float = 1.0                                    # x every draft cost (fitted: `draft_scale`)
+
+    @property
+    def shape_priced(self) -> bool:
+        """Whether the costs are priced from a shape, not measured: a roofline's tables or layer
+        shares, also a roofline profile's tables given as `--draft-time-from`."""
+        return self.source in SHAPE_PRICED or (
+            self.source == "tables" and self.tables is not None and self.tables.source == "roofline")
 
     def seconds(self, kind: str | None, step: Callable[[np.ndarray], np.ndarray], requests, drafts=1) -> float:
         """Draft seconds of one iteration (0 without a source for `kind`)."""

@@ -19,8 +19,12 @@ evenly spaced quantiles (10th..90th) of the per-request share; the row's gain in
 range over those and the point estimate. Where the case gives sourced bounds, the draw least
 favourable to speculation also takes the highest eager cost (`eager_range`) and each arm's lowest
 acceptance (`acceptance.range.low`), the most favourable the lowest eager cost and the highest
-acceptance. Its width is what the baseline arm and those bounds leave open, not the drafter's
-cost.
+acceptance. Where drafting is priced from a shape and the baseline arm cannot see it (every
+shipped case), the least favourable draw also takes draft_scale at the shape pricing's measured
+band (x SHAPE_PRICING_BAND, hardware/draft_cost.py) and the most favourable at its inverse, so the
+width also spans the drafter's cost. A baseline arm that drafts itself (MTP-1) has its own
+drafting scaled with it, on the target step that draw was solved with (first order: one MTP
+layer is 1/43..1/61 of a step).
 """
 from __future__ import annotations
 
@@ -154,6 +158,10 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             draws = split_interval_draws(result, user_tokens_and_context(cal)[0], interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
+            if cal.draws_draft_scale and len(draws) >= 2:   # the band's ends at the sides, 1 between
+                band = cfg.draft_band
+                draws = [{**d, "draft_scale": band if i == 0 else 1 / band if i == len(draws) - 1 else 1.0}
+                         for i, d in enumerate(draws)]
             runs = _interval_runs(case, points, cfg, draws, paths, bounds)
             if cfg.family.family == "moe":
                 runs.append(_per_token_reading(case, points, cfg, split, paths, bounds, progress))
@@ -175,8 +183,10 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
                  f"{eager * 1e3:.3g} ms"
                  + (f" (range {case.eager_range[0] * 1e3:.3g}..{case.eager_range[1] * 1e3:.3g} ms, spanned "
                     f"by the interval)" if case.eager_range else "") + f" ({case.cudagraph_note}). ")
-    return CaseResult(case, result, note + cfg.draft_costs.describe(), rows, split_note, budget_fits,
-                      one_cell)
+    band = (f"; the interval spans them x/÷ {cfg.draft_band:g} (the shape pricing's measured band, "
+            "hardware/draft_cost.py)" if draws and cal.draws_draft_scale else "")
+    return CaseResult(case, result, note + cfg.draft_costs.describe() + band, rows, split_note,
+                      budget_fits, one_cell)
 
 
 def _fit(points: list[LoadPoint], cfg: FitConfig, split: SplitPrior | None,
@@ -276,6 +286,8 @@ def _per_token_reading(case: Case, points: list[LoadPoint], cfg: FitConfig, spli
     highest eager cost and the lowest acceptance, beside the `moe` draws."""
     cal, result = fit_reading(points, cfg, split, progress=progress)
     low = (split_interval_draws(result, user_tokens_and_context(cal)[0], 2) or [result.params])[0]
+    if cal.draws_draft_scale:
+        low = {**low, "draft_scale": cfg.draft_band}
     return _draw_run(case, points, cal.cfg, low, paths, bounds, "low")
 
 

@@ -36,7 +36,12 @@ every draft cost with a log-normal prior centred at 1 (spread `draft_scale_sprea
 off). The contrast between the policies is what separates a speculative iteration's extra cost
 from the target forward: one speculative observation beside plain ones moves it to what the
 engine's speculative iterations cost beyond their target forward as the step curve prices it.
-Observations of one policy (no speculation, or only MTP-1) leave the draft costs as given.
+Observations of one policy (no speculation, or only MTP-1) leave the draft costs as given at
+the point estimate; when those costs are priced from a shape (roofline, layer shares), every
+bootstrap sample draws `draft_scale` from the pricing's measured band (`draft_band`,
+hardware/draft_cost.py: 10th..90th percentiles 1 / band .. band) and is solved with its drafting
+so scaled, so the draws, and the intervals made from them, carry what these observations cannot
+say about drafting (`draws_draft_scale`).
 """
 from __future__ import annotations
 
@@ -47,7 +52,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..errors import InputError
-from ..hardware.draft_cost import DraftCosts
+from ..hardware.draft_cost import DraftCosts, band_spread
 from ..hardware.observations import LoadPoint, StepPoint
 from ..profiles.hardware import HardwareProfile
 from .load_replay import FitConfig, Simulated, drafts_and_tau, load_point_trace, simulate_load
@@ -99,6 +104,7 @@ class Calibration:
 
     def __init__(self, points: list[LoadPoint | StepPoint], cfg: FitConfig) -> None:
         self.points, self.cfg, self.fam = points, cfg, cfg.family
+        self._held_scale = 1.0          # draft_scale while it is not a free parameter (band draws)
         self.free = self.fam.free
         if not self.free:
             raise InputError("every parameter is fixed: nothing to fit", field="fix")
@@ -132,6 +138,22 @@ class Calibration:
                 and len({p.policy for p in self.loads}) >= 2
                 and any(costs.seconds(m["kind"], lambda b: b, 1.0, m["k"]) > 0 for m in self._speculative()))
 
+    @property
+    def draws_draft_scale(self) -> bool:
+        """Whether the bootstrap draws draft_scale from the pricing's band: drafting is priced
+        from a shape and the observations do not fit its scale (`fits_draft_scale`)."""
+        return self.cfg.draft_band > 1.0 and self.cfg.draft_costs.shape_priced and not self.fits_draft_scale
+
+    def draft_band(self) -> dict[str, Any] | None:
+        """What the fit block and the report say about the band (None without one)."""
+        if not self.draws_draft_scale:
+            return None
+        return {"factor": self.cfg.draft_band, "spread_log": round(band_spread(self.cfg.draft_band), 4),
+                "why": "these observations cannot see the draft cost (one policy, or no priced drafter "
+                       "among them), so every draw takes draft_scale from the shape pricing's measured "
+                       "band (10th..90th percentiles 1 / factor .. factor; hardware/draft_cost.py); the "
+                       "point estimate keeps 1"}
+
     def _speculative(self) -> list[dict]:
         """The meta of the load points that draft (a drafter kind and drafts to verify)."""
         return [m for m in self.meta if m is not None and m["kind"] and m["k"] > 0]
@@ -145,7 +167,7 @@ class Calibration:
 
     def draft_costs(self, params: dict[str, float]) -> DraftCosts:
         """The configured draft costs, times the fitted draft_scale."""
-        return replace(self.cfg.draft_costs, scale=float(params.get("draft_scale", 1.0)))
+        return replace(self.cfg.draft_costs, scale=float(params.get("draft_scale", self._held_scale)))
 
     # --- the model -------------------------------------------------------------------------
 
@@ -340,10 +362,13 @@ class Calibration:
         distinct = len({self._load_key(i) for i in range(n)})
         nonparametric = distinct >= len(self.free) + 2
         observed = [self.observed(p) for p in self.points]
-        draws = []
+        draws, scales = [], []
+        band = np.random.default_rng([cfg.seed, 1]) if self.draws_draft_scale else None   # own stream:
+        spread_band = band_spread(cfg.draft_band)       # the other draws stay as without the band
         for _ in range(cfg.bootstrap):
             priors = {p: v * float(np.exp(rng.normal(0.0, self.spreads[p])))
                       for p, v in self.priors.items()}             # the prior's own uncertainty
+            self._held_scale = float(np.exp(band.normal(0.0, spread_band))) if band else 1.0
             if nonparametric:
                 rows = rng.integers(0, n, n).tolist()
                 if len({self._load_key(i) for i in rows}) < len(self.free) and not self.prior_names:
@@ -354,6 +379,8 @@ class Calibration:
                 res = self.solve(factors, noisy, x0=x, priors=priors)
             if res.success:
                 draws.append(np.asarray(res.x) * self.scale)
+                scales.append(self._held_scale)
+        self._held_scale = 1.0
         method = ("bootstrap over observations" if nonparametric else
                   f"parametric bootstrap: every observed number x exp(N(0, {cfg.obs_error:g})) "
                   f"({distinct} distinct loads for {len(self.free)} parameters)")
@@ -366,5 +393,10 @@ class Calibration:
             col = arr[:, j] if len(arr) else np.array([np.nan])
             out[p] = {"std": float(np.std(col)), "p05": float(np.percentile(col, 5)),
                       "p95": float(np.percentile(col, 95))}
+        if band:
+            method += (f"; draft_scale drawn in every sample from the shape pricing's band "
+                       f"x/÷ {cfg.draft_band:g} (10th..90th percentiles), the fit solved with it")
         full = [self.full(dict(zip(self.free, row))) for row in arr]
+        if band:
+            full = [{**d, "draft_scale": s} for d, s in zip(full, scales)]
         return out, method, len(draws), full

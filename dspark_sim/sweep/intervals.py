@@ -10,9 +10,10 @@ chosen and the command runs once more per draw (cached points, like any other):
   of each policy at each SLA): *speed*, the mean log ratio of the draw's step time to the point
   estimate's, and *gain*, that ratio at the speculative policies' points less at the
   baseline's (a draw whose big batches are relatively cheaper favours speculation); when the
-  draws carry a fitted `draft_scale` (a fit with a speculative observation), the speculative
-  points' drafting is added to their step, so a draw with dearer drafting counts as less
-  favourable to speculation;
+  draws carry a `draft_scale` (fitted to a speculative observation, or drawn from the shape
+  pricing's band when the observations could not see drafting, sweep/calibrate.py), the
+  speculative points' drafting is added to their step, so a draw with dearer drafting counts as
+  less favourable to speculation;
 - the draws at the 10th and 90th percentile of speed, then of gain, are taken (then medians
   and quartiles, for more draws; `--spread-draws N`, default 4);
 - an MoE fit's per-token reading (`fit.per_token_reading`, sweep/per_token_reading.py) adds one
@@ -65,7 +66,8 @@ class FitSpread:
 
     @property
     def has_draft_scale(self) -> bool:
-        """Whether the draws carry a fitted draft_scale (a fit with a speculative observation)."""
+        """Whether the draws carry a draft_scale (fitted to a speculative observation, or drawn
+        from the shape pricing's band)."""
         return any("draft_scale" in d for d in self.draws)
 
     @property
@@ -199,7 +201,7 @@ def _proxies(profs: list[HardwareProfile], point: HardwareProfile,
     """Per draw: speed (mean log iteration-time ratio to the point estimate at the operating
     points; lower is faster) and gain (that ratio at the speculative points less at the others;
     lower favours speculation). The iteration is the step, and with `drafting` (draws that carry
-    a fitted draft_scale) the drafting too."""
+    a draft_scale) the drafting too."""
     where = where or _grid(point)
     spec = np.array([w.speculative for w in where])
     ref = np.log(_iteration_time(point, where, drafting))
@@ -262,7 +264,7 @@ def describe(spread: FitSpread | None, indices: list[int], hw: HardwareProfile) 
     reading = "" if own == len(spread.draws) else (
         f", and the draw of its per-token reading (one of {len(spread.draws) - own}) least "
         "favourable to speculation")
-    what = "step time plus drafting (the fit's draft_scale drawn too)" if spread.has_draft_scale else "step time"
+    what = "step time plus drafting (the draws' draft_scale too)" if spread.has_draft_scale else "step time"
     return {"interval": f"range over the point estimate and {sum(i < own for i in indices)} of the "
                         f"fit's {own} draws{reading} "
                         f"(10th/90th percentiles of {what} and of its speculative/baseline ratio at the "

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hardware.curve_family import CurveFamily
-from ..hardware.draft_cost import DraftCosts
+from ..hardware.draft_cost import SHAPE_PRICING_BAND, DraftCosts
 from ..hardware.observations import LoadPoint
 from ..profiles.acceptance import AcceptanceProfile
 from ..profiles.hardware import HardwareProfile
@@ -39,6 +39,8 @@ class FitConfig:
     prior_spread: float = 0.5                   # log-normal spread of every prior (0.5: x/÷ 1.65)
     draft_scale_spread: float = 2.0             # prior spread of draft_scale (centre 1), fitted when
                                                 # speculative observations are given; 0: never fitted
+    draft_band: float = SHAPE_PRICING_BAND      # p10..p90 factor of draft_scale in the draws when the
+                                                # observations cannot see it (shape-priced drafting); <= 1: off
     keep_draws: int = 50                        # bootstrap parameter draws kept in the result
 
     def __post_init__(self) -> None:
