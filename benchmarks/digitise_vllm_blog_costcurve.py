@@ -32,12 +32,16 @@ import re
 import sys
 
 
-def _ticks(svg: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """(pixel, value) of the left panel's labelled x ticks (batch tokens) and y ticks (ms)."""
+PANEL_SPLIT_X = 560.0                                 # left panel (verify cost) | right (draft cost)
+
+
+def _ticks(svg: str, right: bool = False) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(pixel, value) of a panel's labelled x ticks (batch tokens, or requests on the right) and y
+    ticks (ms)."""
     xs, ys = [], []
     for m in re.finditer(r'<text\s+x="([-\d.]+)" y="([-\d.]+)"[^>]*>([^<]*)</text>', svg):
         x, y, label = float(m.group(1)), float(m.group(2)), m.group(3).strip()
-        if x > 560:                                   # the right panel (draft cost)
+        if (x > PANEL_SPLIT_X) != right:
             continue
         if re.fullmatch(r"\d+", label) and y > 340:
             xs.append((x, float(label)))
@@ -68,19 +72,11 @@ def read_cost_table(svg: str) -> list[tuple[float, float]]:
 
 def read_draft_table(svg: str) -> list[tuple[float, float]]:
     """(requests, ms) at each step of the right panel's draft-cost line (linear axes)."""
-    xs, ys = [], []
-    for m in re.finditer(r'<text\s+x="([-\d.]+)" y="([-\d.]+)"[^>]*>([^<]*)</text>', svg):
-        x, y, label = float(m.group(1)), float(m.group(2)), m.group(3).strip()
-        if x <= 560:
-            continue
-        if re.fullmatch(r"\d+", label) and y > 340:
-            xs.append((x, float(label)))
-        elif re.fullmatch(r"\d+ ms", label):
-            ys.append((y - 4.0, float(label.split()[0])))
+    xs, ys = _ticks(svg, right=True)
     (x0, r0), (x1, r1) = min(xs), max(xs)
     (y0, m0), (y1, m1) = min(ys), max(ys)
     lines = re.findall(r'<polyline\s+points="([^"]+)"', svg)
-    line = next(pts for pts in lines if float(pts.split()[0].split(",")[0]) > 560)
+    line = next(pts for pts in lines if float(pts.split()[0].split(",")[0]) > PANEL_SPLIT_X)
     rows: list[tuple[float, float]] = []
     for pair in line.split():
         px, py = map(float, pair.split(","))

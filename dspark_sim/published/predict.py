@@ -158,10 +158,6 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             draws = split_interval_draws(result, user_tokens_and_context(cal)[0], interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
-            if cal.draws_draft_scale and len(draws) >= 2:   # the band's ends at the sides, 1 between
-                band = cfg.draft_band
-                draws = [{**d, "draft_scale": band if i == 0 else 1 / band if i == len(draws) - 1 else 1.0}
-                         for i, d in enumerate(draws)]
             runs = _interval_runs(case, points, cfg, draws, paths, bounds)
             if cfg.family.family == "moe":
                 runs.append(_per_token_reading(case, points, cfg, split, paths, bounds, progress))
@@ -267,15 +263,20 @@ def _interval_runs(case: Case, points: list[LoadPoint], cfg: FitConfig, draws: l
 
 def _draw_run(case: Case, points: list[LoadPoint], cfg: FitConfig, draw: dict[str, float],
               paths: dict[str, str], bounds: dict[str, dict[str, str]], side: str | None) -> tuple:
-    """(profile, acceptance paths) of one draw; on a `side` ("low" / "high") with the eager cost
-    and each arm's acceptance at that end of the case's ranges."""
+    """(profile, acceptance paths) of one draw; on a `side` ("low" / "high") with the eager cost,
+    each arm's acceptance and, where the baseline arm cannot see drafting, the draft pricing's
+    band at that end of the case's ranges (the band's centre between the sides)."""
     run_cfg = cfg
     if side is not None and case.eager_range is not None and case.cudagraph is not None:
         eager = case.eager_range[1] if side == "low" else case.eager_range[0]
         graph = CudaGraph(case.cudagraph.max_capture_size, floor_s=eager, source="given")
         run_cfg = replace(cfg, family=replace(cfg.family, cudagraph=graph))
     acc = {**paths, **bounds[side]} if side is not None else paths
-    return Calibration(points, run_cfg).profile(draw), acc
+    cal = Calibration(points, run_cfg)
+    if cal.draws_draft_scale:
+        band = run_cfg.draft_band
+        draw = {**draw, "draft_scale": band if side == "low" else 1 / band if side == "high" else 1.0}
+    return cal.profile(draw), acc
 
 
 def _per_token_reading(case: Case, points: list[LoadPoint], cfg: FitConfig, split: SplitPrior,
@@ -286,8 +287,6 @@ def _per_token_reading(case: Case, points: list[LoadPoint], cfg: FitConfig, spli
     highest eager cost and the lowest acceptance, beside the `moe` draws."""
     cal, result = fit_reading(points, cfg, split, progress=progress)
     low = (split_interval_draws(result, user_tokens_and_context(cal)[0], 2) or [result.params])[0]
-    if cal.draws_draft_scale:
-        low = {**low, "draft_scale": cfg.draft_band}
     return _draw_run(case, points, cal.cfg, low, paths, bounds, "low")
 
 

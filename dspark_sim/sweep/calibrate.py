@@ -104,7 +104,6 @@ class Calibration:
 
     def __init__(self, points: list[LoadPoint | StepPoint], cfg: FitConfig) -> None:
         self.points, self.cfg, self.fam = points, cfg, cfg.family
-        self._held_scale = 1.0          # draft_scale while it is not a free parameter (band draws)
         self.free = self.fam.free
         if not self.free:
             raise InputError("every parameter is fixed: nothing to fit", field="fix")
@@ -166,8 +165,8 @@ class Calibration:
         return out
 
     def draft_costs(self, params: dict[str, float]) -> DraftCosts:
-        """The configured draft costs, times the fitted draft_scale."""
-        return replace(self.cfg.draft_costs, scale=float(params.get("draft_scale", self._held_scale)))
+        """The configured draft costs, times `params`' draft_scale (fitted, or a band draw's)."""
+        return replace(self.cfg.draft_costs, scale=float(params.get("draft_scale", 1.0)))
 
     # --- the model -------------------------------------------------------------------------
 
@@ -239,15 +238,17 @@ class Calibration:
 
     def solve(self, factors: list[np.ndarray], observed: list[np.ndarray] | None = None,
               rows: list[int] | None = None, x0: np.ndarray | None = None,
-              priors: dict[str, float] | None = None):
+              priors: dict[str, float] | None = None, draft_scale: float = 1.0):
         """Least squares of log(factor x surrogate / observed) over `rows`, plus one row per prior
-        (`priors`: the centres, default the configured ones); returns the scipy result."""
+        (`priors`: the centres, default the configured ones), drafting priced x `draft_scale`
+        where draft_scale is not a free parameter (a band draw); returns the scipy result."""
         observed = observed or [self.observed(p) for p in self.points]
         rows = list(range(len(self.points))) if rows is None else rows
         priors = self.priors if priors is None else priors
 
         def resid(x: np.ndarray) -> np.ndarray:
             params = self._vector(x)
+            params.setdefault("draft_scale", draft_scale)
             parts = []
             for i in rows:
                 pred = factors[i] * self.surrogate(params, i)
@@ -368,19 +369,18 @@ class Calibration:
         for _ in range(cfg.bootstrap):
             priors = {p: v * float(np.exp(rng.normal(0.0, self.spreads[p])))
                       for p, v in self.priors.items()}             # the prior's own uncertainty
-            self._held_scale = float(np.exp(band.normal(0.0, spread_band))) if band else 1.0
+            scale = float(np.exp(band.normal(0.0, spread_band))) if band else 1.0
             if nonparametric:
                 rows = rng.integers(0, n, n).tolist()
                 if len({self._load_key(i) for i in rows}) < len(self.free) and not self.prior_names:
                     continue
-                res = self.solve(factors, observed, rows, x0=x, priors=priors)
+                res = self.solve(factors, observed, rows, x0=x, priors=priors, draft_scale=scale)
             else:
                 noisy = [o * np.exp(rng.normal(0.0, cfg.obs_error, o.shape)) for o in observed]
-                res = self.solve(factors, noisy, x0=x, priors=priors)
+                res = self.solve(factors, noisy, x0=x, priors=priors, draft_scale=scale)
             if res.success:
                 draws.append(np.asarray(res.x) * self.scale)
-                scales.append(self._held_scale)
-        self._held_scale = 1.0
+                scales.append(scale)
         method = ("bootstrap over observations" if nonparametric else
                   f"parametric bootstrap: every observed number x exp(N(0, {cfg.obs_error:g})) "
                   f"({distinct} distinct loads for {len(self.free)} parameters)")
@@ -393,10 +393,9 @@ class Calibration:
             col = arr[:, j] if len(arr) else np.array([np.nan])
             out[p] = {"std": float(np.std(col)), "p05": float(np.percentile(col, 5)),
                       "p95": float(np.percentile(col, 95))}
+        full = [self.full(dict(zip(self.free, row))) for row in arr]
         if band:
             method += (f"; draft_scale drawn in every sample from the shape pricing's band "
                        f"x/÷ {cfg.draft_band:g} (10th..90th percentiles), the fit solved with it")
-        full = [self.full(dict(zip(self.free, row))) for row in arr]
-        if band:
             full = [{**d, "draft_scale": s} for d, s in zip(full, scales)]
         return out, method, len(draws), full

@@ -151,7 +151,7 @@ def draw_profile(spread: FitSpread, draw: dict[str, float], name: str) -> Hardwa
     fit = dict(base.extra.get("fit") or {})
     costs = fit.get("draft_costs") or {}
     point_scale = float(costs.get("scale", 1.0))
-    scale = float(draw.get("draft_scale", point_scale))       # a fitted draft_scale, drawn too
+    scale = float(draw.get("draft_scale", point_scale))       # fitted, or a band draw's
     if costs.get("source") == "layer_share" and costs.get("layer_share"):
         shares = {k: LayerShare(k, float(v["draft_layers"]), float(v["target_layers"]),
                                 int(v.get("gamma", 1)), width_given=bool(v.get("per_iteration")))

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from test_draft_scale import FAM, SHARES, TRUE, _grid, _observed
+from test_draft_scale import FAM, TRUE, _cfg, _grid, _observed
 
 from dspark_sim.cli import main
 from dspark_sim.hardware.draft_cost import SHAPE_PRICING_BAND, DraftCosts, band_spread
@@ -14,11 +14,6 @@ from dspark_sim.profiles.registry import load_hw_profile
 from dspark_sim.sweep.calibrate import Calibration
 from dspark_sim.sweep.calibrate_report import fit_block
 from dspark_sim.sweep.load_replay import FitConfig
-
-
-def _cfg(**kw) -> FitConfig:
-    return FitConfig(FAM, draft_costs=DraftCosts("layer_share", "test", shares=dict(SHARES)),
-                     **{"bootstrap": 20, **kw})
 
 
 def _plain():

@@ -25,7 +25,8 @@ SHARES = {"eagle3": LayerShare("eagle3", 1, 32)}
 
 
 def _cfg(**kw) -> FitConfig:
-    return FitConfig(FAM, bootstrap=20, draft_costs=DraftCosts("layer_share", "test", shares=dict(SHARES)), **kw)
+    return FitConfig(FAM, draft_costs=DraftCosts("layer_share", "test", shares=dict(SHARES)),
+                     **{"bootstrap": 20, **kw})
 
 
 def _grid(spec_users=(16,)) -> list[LoadPoint]:
