@@ -131,9 +131,9 @@ def register(profile_app: typer.Typer) -> None:
                                               "fit's draws take draft_scale "
                                               "from a log-normal band with 10th..90th percentiles "
                                               "1/FACTOR..FACTOR, so sweep, plan and recommend "
-                                              "intervals span it; the point estimate keeps 1. "
-                                              "Default 2.35: the layer-share pricing's measured "
-                                              "error on the one published GPU drafter profile "
+                                              "intervals span it; the point estimate keeps the "
+                                              "priced cost. Default 2.35: a bare layer share's "
+                                              "measured error on vLLM's DSpark start-up profile "
                                               "(hardware/draft_cost.py SHAPE_PRICING_BAND). 1: off."),
         draft_layer_share: str = typer.Option("", "--draft-layer-share", help="Without tables: price "
                                               "drafter KIND as a share of the fitted step, "
@@ -143,6 +143,14 @@ def register(profile_app: typer.Typer) -> None:
                                               "drafter, 4 layer passes over R x 4 tokens once per "
                                               "iteration). With none of the three, drafting is "
                                               "free and the command says so."),
+        layer_share_overhead: Optional[float] = typer.Option(None, "--layer-share-overhead",
+                                                             help="Each --draft-layer-share pass costs "
+                                                             "this many times its layers' share (its LM "
+                                                             "head, sampling, launches). Default 2.62: "
+                                                             "the geometric mean of the two published GPU "
+                                                             "drafters timed beside their targets "
+                                                             "(hardware/draft_cost.py "
+                                                             "LAYER_SHARE_OVERHEAD). 1: the bare layers."),
         kv_capacity: Optional[int] = typer.Option(None, "--kv-capacity-tokens", help="KV tokens one "
                                                   "replica holds [unlimited]."),
         max_batch_requests: Optional[int] = typer.Option(None, "--max-batch-requests",
@@ -178,7 +186,8 @@ def register(profile_app: typer.Typer) -> None:
         import numpy as np
 
         from ..hardware.curve_family import family_values_of, load_family, with_prior_freed
-        from ..hardware.draft_cost import SHAPE_PRICING_BAND, choose_draft_costs, parse_layer_shares
+        from ..hardware.draft_cost import (LAYER_SHARE_OVERHEAD, SHAPE_PRICING_BAND, choose_draft_costs,
+                                           parse_layer_shares)
         from ..hardware.observations import check_physical, read_observations
         from ..profiles.hardware import HardwareProfile
         from ..profiles.registry import load_hw_profile
@@ -238,7 +247,9 @@ def register(profile_app: typer.Typer) -> None:
             fam = replace(fam, cudagraph=roof.cudagraph)     # the capture limit of the same GPU
         priors = {k: v for k, v in values.items() if k in fam.free}
         drafts = choose_draft_costs(load_hw_profile(draft_time_from) if draft_time_from else None,
-                                    roof, parse_layer_shares(draft_layer_share))
+                                    roof, parse_layer_shares(draft_layer_share, LAYER_SHARE_OVERHEAD
+                                                             if layer_share_overhead is None
+                                                             else layer_share_overhead))
         cfg = FitConfig(fam, name=name or out.stem, gpus=gpus, draft_costs=drafts,
                         kv_capacity_tokens=kv_capacity, max_batch_requests=max_batch_requests,
                         requests_per_user=requests_per_user, max_requests_per_user=max_requests_per_user,

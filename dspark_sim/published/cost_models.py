@@ -103,7 +103,8 @@ def compare(cm: CostModel) -> list[dict]:
     from ..hardware.models import load_model_shape
     from ..hardware.roofline import Roofline
 
-    roof = Roofline(load_model_shape(cm.roofline["model"]), get_gpu(cm.roofline["gpu"]))
+    shape = load_model_shape(cm.roofline["model"])
+    roof = Roofline(shape, get_gpu(cm.roofline["gpu"]))
     prof = analytic_profile(roof, cm.name, max_batch_tokens=max(cm.batch_sizes) * (cm.drafts + 1),
                             drafters=("eagle3",))
     t, d, rows = cm.target, cm.draft, []
@@ -112,20 +113,28 @@ def compare(cm: CostModel) -> list[dict]:
         step = t["c_kv"] * kv + t["c_compute"] * bs + t["c_fixed"] + t["overhead_per_step"]
         draft = d["c_kv"] * kv + d["c_spec_token"] * bs * cm.drafts + d["c_fixed"]
         ours_step, ours_draft = float(prof.step_time(bs, kv)), float(prof.draft_time("eagle3", bs, cm.drafts))
+        bare = cm.drafts * step / shape.layers          # EAGLE: one decoder layer per draft
         rows.append({"batch": bs, "published_step_s": step, "roofline_step_s": ours_step,
                      "step_error": ours_step / step - 1, "published_draft_s": draft,
-                     "roofline_draft_s": ours_draft, "draft_error": ours_draft / draft - 1})
+                     "roofline_draft_s": ours_draft, "draft_error": ours_draft / draft - 1,
+                     "target_layers": shape.layers, "bare_layer_share_draft_s": bare,
+                     "draft_over_layer_share": draft / bare})
     return rows
 
 
 def markdown(cm: CostModel, rows: list[dict]) -> str:
     lines = [f"## {cm.name}: {cm.title}", "", f"Source: {cm.source['url']} ({cm.source['where']}). "
              f"Compared with `dspark-sim roofline --model {cm.roofline['model']} --gpu {cm.roofline['gpu']}` "
-             f"(defaults) at {cm.context} KV tokens per request, {cm.drafts} EAGLE drafts.", "",
-             "| batch | published step ms | roofline | error | published EAGLE draft ms | roofline eagle3 | error |",
-             "|---|---|---|---|---|---|---|"]
+             f"(defaults) at {cm.context} KV tokens per request, {cm.drafts} EAGLE drafts. Bare layer "
+             f"share: {cm.drafts} drafts x 1/{rows[0]['target_layers'] if rows else '?'} of the published "
+             "step (EAGLE's one decoder layer; LAYER_SHARE_OVERHEAD in hardware/draft_cost.py is measured "
+             "from the last column and vLLM's DSpark start-up profile).", "",
+             "| batch | published step ms | roofline | error | published EAGLE draft ms | roofline eagle3 | error "
+             "| bare layer share ms | draft / bare share |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['batch']} | {r['published_step_s'] * 1e3:.2f} | {r['roofline_step_s'] * 1e3:.2f} | "
                      f"{r['step_error']:+.1%} | {r['published_draft_s'] * 1e3:.2f} | "
-                     f"{r['roofline_draft_s'] * 1e3:.2f} | {r['draft_error']:+.1%} |")
+                     f"{r['roofline_draft_s'] * 1e3:.2f} | {r['draft_error']:+.1%} | "
+                     f"{r['bare_layer_share_draft_s'] * 1e3:.3f} | x{r['draft_over_layer_share']:.2f} |")
     return "\n".join(lines) + "\n"

@@ -97,7 +97,7 @@ def test_a_sequential_drafter_given_a_width_is_a_tree_priced_once_per_iteration(
     from dspark_sim.profiles.curve import Curve
     from dspark_sim.profiles.hardware import HardwareProfile
 
-    shares = parse_layer_shares("eagle3=4/48:4,mtp1=1/48")
+    shares = parse_layer_shares("eagle3=4/48:4,mtp1=1/48", overhead=1.0)      # the bare layers
     step = lambda b: 0.01 + 1e-5 * np.asarray(b)  # noqa: E731
     tree, chain = shares["eagle3"], shares["mtp1"]
     assert tree.per_iteration and not chain.per_iteration
@@ -111,6 +111,37 @@ def test_a_sequential_drafter_given_a_width_is_a_tree_priced_once_per_iteration(
     assert prof.draft_time("eagle3", 8, 15) == pytest.approx(4 / 48 * float(prof.step_time(32)), rel=1e-6)
     assert "once per iteration" in costs.describe()
     assert costs.as_dict()["layer_share"]["eagle3"]["per_iteration"] is True
+
+
+def test_a_layer_share_pass_costs_the_measured_overhead_times_its_layers_by_default(tmp_path):
+    from dspark_sim.hardware.draft_cost import LAYER_SHARE_OVERHEAD, parse_layer_shares
+    from dspark_sim.sweep.intervals import draw_profile, fit_spread
+
+    step = lambda b: 0.01 + 1e-5 * np.asarray(b)  # noqa: E731
+    bare = parse_layer_shares("dspark=3/43:5,mtp1=1/43", overhead=1.0)
+    priced = parse_layer_shares("dspark=3/43:5,mtp1=1/43")
+    assert LAYER_SHARE_OVERHEAD == pytest.approx(np.sqrt(2.35 * 2.93), abs=0.01)   # the two measurements
+    for kind in ("dspark", "mtp1"):
+        assert priced[kind].seconds(step, 16, 2) == pytest.approx(LAYER_SHARE_OVERHEAD * bare[kind].seconds(step, 16, 2))
+    assert parse_layer_shares("mtp1=1/43", overhead=1.5)["mtp1"].share == pytest.approx(1.5 / 43)
+    with pytest.raises(InputError, match="layer-share-overhead|>= 1"):
+        parse_layer_shares("mtp1=1/43", overhead=0.5)
+    costs = DraftCosts("layer_share", "", shares=priced)
+    assert "x 2.62" in costs.describe() and "LAYER_SHARE_OVERHEAD" in costs.describe()
+    assert costs.as_dict()["layer_share"]["dspark"]["overhead"] == LAYER_SHARE_OVERHEAD
+    # a draw re-tabulates drafting with the recorded overhead; a fit block without one (fitted
+    # before the overhead existed) is re-tabulated bare, as it was fitted
+    fam = CurveFamily("linear", fixed={"per_context_token_s": 0.0}, max_batch_tokens=1024)
+    centre = {"floor_s": 0.01, "per_token_s": 2e-5, "per_context_token_s": 0.0}
+    for shares, factor in ((priced, LAYER_SHARE_OVERHEAD), (bare, 1.0)):
+        prof = fam.profile(centre, "lin", max_batch_requests=64)
+        block = DraftCosts("layer_share", "", shares=shares)
+        block.apply(prof)
+        prof.extra = {"fit": {"family": fam.as_dict(), "draws": [centre], "draft_costs": block.as_dict()}}
+        drawn = draw_profile(fit_spread(prof), centre, "lin-draw0")
+        R = np.array([1, 8, 32])
+        assert np.allclose(drawn.draft_time("dspark", R), prof.draft_time("dspark", R))
+        assert np.allclose(drawn.draft_time("dspark", R), factor * 3 / 43 * prof.step_time(5 * R))
 
 
 def _write_obs(path, points):

@@ -156,6 +156,16 @@ def test_published_cost_model_is_compared_with_the_roofline(tmp_path):
     assert first["published_draft_s"] == pytest.approx(2.37768493e-09 * 1024 + 8.41429603e-07 * 3
                                                        + 2.13526175e-03)
     assert [r["batch"] for r in rows] == [1, 8, 16, 32, 64] and all(r["roofline_step_s"] > 0 for r in rows)
+    # the EAGLE draft against its bare layer share (3 drafts x 1/32 of the step): one of the two
+    # measurements LAYER_SHARE_OVERHEAD is the geometric mean of (with vLLM's DSpark median 2.35)
+    from statistics import median
+
+    from dspark_sim.hardware.draft_cost import LAYER_SHARE_OVERHEAD
+    assert first["draft_over_layer_share"] == pytest.approx(first["published_draft_s"]
+                                                            / (3 * first["published_step_s"] / 32))
+    ratios = [r["draft_over_layer_share"] for r in rows]
+    assert 2.3 < min(ratios) and max(ratios) < 3.3
+    assert LAYER_SHARE_OVERHEAD == pytest.approx((2.35 * median(ratios)) ** 0.5, abs=0.005)
     data = yaml.safe_load(paths[0].read_text())
     del data["target"]["c_kv"]
     bad = tmp_path / "bad.cost.yaml"

@@ -114,7 +114,8 @@ def test_vllm_result_files_name_their_own_policy_and_the_cli_fits_draft_scale(tm
         files.append(f"{path}@{p.policy}@{p.acceptance}" if p.acceptance else str(path))
     out = tmp_path / "fit.yaml"
     assert main(["profile", "fit", *files, "--out", str(out), "--fix", "per_context_token_s=0",
-                 "--draft-layer-share", "eagle3=1/32", "--bootstrap", "10", "--frontier-points", "2"]) == 0
+                 "--draft-layer-share", "eagle3=1/32", "--layer-share-overhead", "1",   # the bare share
+                 "--bootstrap", "10", "--frontier-points", "2"]) == 0
     fit = HardwareProfile.load(out).extra["fit"]
     assert fit["parameters"]["draft_scale"] == pytest.approx(3.0, rel=0.15)
     assert fit["draft_costs"]["scale"] == pytest.approx(fit["parameters"]["draft_scale"], rel=1e-4)
