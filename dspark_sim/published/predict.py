@@ -24,7 +24,8 @@ shipped case), the least favourable draw also takes draft_scale at the shape pri
 band (x SHAPE_PRICING_BAND, hardware/draft_cost.py) and the most favourable at its inverse, so the
 width also spans the drafter's cost. A baseline arm that drafts itself (MTP-1) has its own
 drafting scaled with it, on the target step that draw was solved with (first order: one MTP
-layer is 1/43..1/61 of a step).
+pass is priced at 2.62/43..2.62/61 of a step, 4-6%, so the side's MTP-1 arm is off by that share
+times the band's factor less the draw's own; not re-solved).
 """
 from __future__ import annotations
 

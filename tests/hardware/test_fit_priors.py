@@ -126,6 +126,13 @@ def test_a_layer_share_pass_costs_the_measured_overhead_times_its_layers_by_defa
     assert parse_layer_shares("mtp1=1/43", overhead=1.5)["mtp1"].share == pytest.approx(1.5 / 43)
     with pytest.raises(InputError, match="layer-share-overhead|>= 1"):
         parse_layer_shares("mtp1=1/43", overhead=0.5)
+    obs = tmp_path / "obs.yaml"
+    _write_obs(obs, [{"policy": "ar", "concurrency": 4, "tps_user": 50, "throughput_tok_s_per_gpu": 200},
+                     {"policy": "ar", "concurrency": 16, "tps_user": 40, "throughput_tok_s_per_gpu": 640}])
+    out = tmp_path / "fit.yaml"
+    assert main(["profile", "fit", str(obs), "--fix", "per_context_token_s=0", "--draft-layer-share",
+                 "mtp1=1/43", "--layer-share-overhead", "0.5", "--out", str(out)]) == 2
+    assert not out.exists()
     costs = DraftCosts("layer_share", "", shares=priced)
     assert "x 2.62" in costs.describe() and "LAYER_SHARE_OVERHEAD" in costs.describe()
     assert costs.as_dict()["layer_share"]["dspark"]["overhead"] == LAYER_SHARE_OVERHEAD
