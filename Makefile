@@ -57,10 +57,10 @@ DEMO_PROMPT := Natalia sold clips to 48 of her friends in April, and then she so
 # The product's question on a calibrated GPU profile: at 80 and 120 tok/s/user, how much throughput
 # per GPU do MTP-1, static-3 and DSpark give? hw_profiles/v4-flash-like-mtp1-fit.yaml is fitted
 # (`dspark-sim profile fit`) to the DSpark paper's two MTP-1 points on V4-Flash, drafting priced by
-# layer share (its draws carry that price's band, so the table prints intervals); DSpark's acceptance
-# is the production-like assumption (production-dspark-g5, stated in the file). Decode-only closed
-# loop sweep, the point estimate and 4 fit draws, about 20 s on two cores (docs/hardware.md, "The
-# paper's case").
+# layer share times a pass's measured overhead (its draws carry that price's band, so the table
+# prints intervals); DSpark's acceptance is the production-like assumption (production-dspark-g5,
+# stated in the file). Decode-only closed loop sweep, the point estimate and 4 fit draws, about 20 s
+# on two cores (docs/hardware.md, "The paper's case").
 DEMO_OUT := runs/demo
 
 demo: setup
