@@ -16,9 +16,10 @@ only)" (the drafter's own cost table, linear axes 0..256 requests against 2 / 4 
 each step of it beside the layer-share price `hardware/draft_cost.py` gives a block drafter of D
 layers against a target of L: D / L of the left panel's verify cost at R x G tokens, read inside
 the captured region only (R x G <= 1,024 tokens; above it the left panel is the eager path,
-which the drafter's own graphs do not take). The ratio measured / priced is how far the
-layer-share pricing is off for this drafter on this engine and GPU: `LAYER_SHARE_BAND` in
-hardware/draft_cost.py is read from it.
+which the drafter's own graphs do not take). The ratio measured / priced is how far the bare
+layer-share pricing is off for this drafter on this engine and GPU: `SHAPE_PRICING_BAND` and
+(with SpecDecode-Bench's EAGLE draft) `LAYER_SHARE_OVERHEAD` in hardware/draft_cost.py are read
+from it.
 
 What the eager cost of dspark_sim/data/published_cases/vllm-blog-dsv4-pro-b300.case.yaml (and
 the high end of vllm-pr52362-dsv4-flash-mi350x's) is read from: the last in-graph step (20.6 ms at
@@ -111,9 +112,10 @@ def main(path: str, draft_share: str | None) -> None:
         tokens = req * int(gamma)
         if req < 1 or tokens > 1024:
             continue
-        priced = layers / target * _table_at(rows, tokens)
+        verify = _table_at(rows, tokens)
+        priced = layers / target * verify
         ratios.append(ms / priced)
-        print(f"{req:g}\t{ms:g}\t{_table_at(rows, tokens):g}\t{priced:.3f}\t{ms / priced:.2f}")
+        print(f"{req:g}\t{ms:g}\t{verify:g}\t{priced:.3f}\t{ms / priced:.2f}")
     print(f"measured / priced over {len(ratios)} steps: {min(ratios):.2f} .. {max(ratios):.2f}, "
           f"median {sorted(ratios)[len(ratios) // 2]:.2f}")
 

@@ -93,6 +93,19 @@ class LayerShare:
         """Fraction of a target step one pass costs: the layers' share times the pass overhead."""
         return self.draft_layers / self.target_layers * self.overhead
 
+    def as_dict(self) -> dict:
+        """The fit block's record of this share (`from_dict` reads it back)."""
+        return {"draft_layers": self.draft_layers, "target_layers": self.target_layers, "gamma": self.gamma,
+                **({"per_iteration": True} if self.width_given else {}),
+                **({"overhead": self.overhead} if self.overhead != 1.0 else {})}
+
+    @classmethod
+    def from_dict(cls, kind: str, d: dict) -> "LayerShare":
+        """A share as `as_dict` recorded it; a record without `overhead` (fitted before it
+        existed) is the bare share it was tabulated with."""
+        return cls(kind, float(d["draft_layers"]), float(d["target_layers"]), int(d.get("gamma", 1)),
+                   width_given=bool(d.get("per_iteration")), overhead=float(d.get("overhead", 1.0)))
+
     @property
     def per_iteration(self) -> bool:
         """One pass per iteration over R x gamma tokens (block drafters, tree drafters); else one
@@ -184,10 +197,7 @@ class DraftCosts:
         if self.scale != 1.0:
             out["scale"] = self.scale
         if self.shares:
-            out["layer_share"] = {k: {"draft_layers": s.draft_layers, "target_layers": s.target_layers,
-                                      "gamma": s.gamma, **({"per_iteration": True} if s.width_given else {}),
-                                      **({"overhead": s.overhead} if s.overhead != 1.0 else {})}
-                                  for k, s in self.shares.items()}
+            out["layer_share"] = {k: s.as_dict() for k, s in self.shares.items()}
         return out
 
 

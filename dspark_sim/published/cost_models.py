@@ -99,6 +99,7 @@ def resolve_cost_model(name: str, field: str = "cost-model") -> CostModel:
 def compare(cm: CostModel) -> list[dict]:
     """Per batch size: the published step and EAGLE draft seconds against the roofline's."""
     from ..hardware.analytic_profile import analytic_profile
+    from ..hardware.draft_cost import LayerShare
     from ..hardware.gpus import get_gpu
     from ..hardware.models import load_model_shape
     from ..hardware.roofline import Roofline
@@ -108,12 +109,13 @@ def compare(cm: CostModel) -> list[dict]:
     prof = analytic_profile(roof, cm.name, max_batch_tokens=max(cm.batch_sizes) * (cm.drafts + 1),
                             drafters=("eagle3",))
     t, d, rows = cm.target, cm.draft, []
+    eagle = LayerShare("eagle3", 1, shape.layers)      # EAGLE's one decoder layer, bare (overhead 1)
     for bs in cm.batch_sizes:
         kv = bs * cm.context
         step = t["c_kv"] * kv + t["c_compute"] * bs + t["c_fixed"] + t["overhead_per_step"]
         draft = d["c_kv"] * kv + d["c_spec_token"] * bs * cm.drafts + d["c_fixed"]
         ours_step, ours_draft = float(prof.step_time(bs, kv)), float(prof.draft_time("eagle3", bs, cm.drafts))
-        bare = cm.drafts * step / shape.layers          # EAGLE: one decoder layer per draft
+        bare = float(eagle.seconds(lambda b: step, bs, cm.drafts))
         rows.append({"batch": bs, "published_step_s": step, "roofline_step_s": ours_step,
                      "step_error": ours_step / step - 1, "published_draft_s": draft,
                      "roofline_draft_s": ours_draft, "draft_error": ours_draft / draft - 1,

@@ -153,10 +153,7 @@ def draw_profile(spread: FitSpread, draw: dict[str, float], name: str) -> Hardwa
     point_scale = float(costs.get("scale", 1.0))
     scale = float(draw.get("draft_scale", point_scale))       # fitted, or a band draw's
     if costs.get("source") == "layer_share" and costs.get("layer_share"):
-        shares = {k: LayerShare(k, float(v["draft_layers"]), float(v["target_layers"]),
-                                int(v.get("gamma", 1)), width_given=bool(v.get("per_iteration")),
-                                overhead=float(v.get("overhead", 1.0)))
-                  for k, v in costs["layer_share"].items()}
+        shares = {k: LayerShare.from_dict(k, v) for k, v in costs["layer_share"].items()}
         DraftCosts("layer_share", "", shares=shares, scale=scale).apply(out)
     elif scale != point_scale:                     # copied tables, already x the point's scale
         DraftCosts("tables", base.name, tables=copy.deepcopy(out), scale=scale / point_scale).apply(out)
