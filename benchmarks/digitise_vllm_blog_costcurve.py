@@ -95,6 +95,23 @@ def _table_at(rows: list[tuple[float, float]], tokens: float) -> float:
     return [ms for t, ms in rows if t <= tokens + 0.5][-1]
 
 
+def _parse_share(text: str):
+    """'D/L:G' -> the product's own LayerShare of a block drafter (bare layers, overhead 1), or
+    exit 2 naming what was expected."""
+    from dspark_sim.errors import InputError
+    from dspark_sim.hardware.draft_cost import parse_layer_shares
+    try:
+        share = parse_layer_shares(f"dspark={text}", overhead=1.0)["dspark"]
+    except InputError as exc:
+        share = None
+        why = str(exc)
+    if share is None or ":" not in text:
+        print(f"--draft-share: expected D/L:G (drafter layers / target layers : tokens per request), "
+              f"got {text!r}" + (f" ({why})" if share is None else ""), file=sys.stderr)
+        sys.exit(2)
+    return share
+
+
 def main(path: str, draft_share: str | None) -> None:
     with open(path, encoding="utf-8") as fh:
         svg = fh.read()
@@ -104,16 +121,16 @@ def main(path: str, draft_share: str | None) -> None:
         print(f"{tokens:g}\t{ms:g}")
     if not draft_share:
         return
-    frac, gamma = draft_share.split(":")
-    layers, target = map(float, frac.split("/"))
+    share = _parse_share(draft_share)
+    frac, gamma = draft_share.split(":")[0], share.gamma
     print(f"\nrequests\tdraft_ms\tverify_ms_at_{gamma}R\tpriced_ms ({frac} of it)\tmeasured/priced")
     ratios = []
     for req, ms in read_draft_table(svg):
-        tokens = req * int(gamma)
+        tokens = req * gamma
         if req < 1 or tokens > 1024:
             continue
         verify = _table_at(rows, tokens)
-        priced = layers / target * verify
+        priced = share.draft_layers / share.target_layers * verify
         ratios.append(ms / priced)
         print(f"{req:g}\t{ms:g}\t{verify:g}\t{priced:.3f}\t{ms / priced:.2f}")
     print(f"measured / priced over {len(ratios)} steps: {min(ratios):.2f} .. {max(ratios):.2f}, "
