@@ -40,9 +40,12 @@ MTP-1) and speculative arms measured at the same loads, with where every number 
     baseline: ARM
     arms: [{name, label, policy, read, throughput: [...], tps_user?: {values, basis, how},
             acceptance?: {...}, budget?: {values, basis, how},
-            accept_length?: {loads, values, basis, how}}]  budget: tokens verified per request
+            accept_length?: {loads, values, basis, how},
+            ttft_ms?: {values, basis, how}}]  budget: tokens verified per request
                                               per iteration; accept_length: tokens per verify
-                                              step (accepted drafts + 1), at the loads given
+                                              step (accepted drafts + 1), at the loads given;
+                                              ttft_ms: time to first token per load (set beside
+                                              the simulated one, never fitted)
 
 Every group of numbers carries a `basis`: `published` (as printed), `read` (read off a figure;
 `how` says how), `derived` (computed from published numbers; `how` gives the formula) or
@@ -104,6 +107,7 @@ class Arm:
     budget: Numbers | None = None
     accept_length: dict[int, float] | None = None     # load -> published tokens per verify step
     accept_length_note: str = ""
+    ttft_ms: Numbers | None = None                    # published time to first token per load
 
 
 @dataclass
@@ -296,6 +300,8 @@ def load_case(path: str | Path) -> Case:
             arm.tps_user = _numbers(check, spec["tps_user"], f"{key}.tps_user", len(loads))
         if "budget" in spec:
             arm.budget = _numbers(check, spec["budget"], f"{key}.budget", len(loads))
+        if "ttft_ms" in spec:
+            arm.ttft_ms = _numbers(check, spec["ttft_ms"], f"{key}.ttft_ms", len(loads))
         if "accept_length" in spec:
             arm.accept_length, arm.accept_length_note = _at_loads(check, spec["accept_length"],
                                                                   f"{key}.accept_length", loads)

@@ -53,6 +53,7 @@ from .one_cell import OneCellFit, fit_one_cell
 # How hard to work (FitConfig fields): the command's defaults; the tests use smaller ones.
 DEFAULT_EFFORT = {"requests_per_user": 4, "max_requests_per_user": 64, "rounds": 2, "bootstrap": 40,
                   "seed": 0}
+TTFT_FACTOR = 2.0       # simulated / published first-token times beyond x/÷ this are called out
 INTERVAL_DRAWS = 2      # draws simulated per case for the gain interval (quantiles 0.1 .. 0.9)
 
 
@@ -246,6 +247,8 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
                 "published_verify_tokens": float(arm.budget.values[j]) if arm.budget else None,
                 "predicted_accept_length": float(sim.accept_length),
                 "published_accept_length": (arm.accept_length or {}).get(users),
+                "published_ttft_ms": float(arm.ttft_ms.values[j]) if arm.ttft_ms else None,
+                "predicted_ttft_ms": float(sim.ttft_s * 1e3),
             })
     return rows
 
@@ -327,4 +330,8 @@ def summary(rows: list[dict], target: float = 0.15) -> dict:
             "budget_informed_cells": sum("budget_informed_gain" in r for r in spec),
             "budget_informed_within_target": sum(abs(r["budget_informed_gain_error"]) <= target
                                                  for r in spec if "budget_informed_gain" in r),
-            "published_in_interval": sum(r.get("published_in_interval", False) for r in spec)}
+            "published_in_interval": sum(r.get("published_in_interval", False) for r in spec),
+            "ttft_cells": sum(r["published_ttft_ms"] is not None for r in rows),
+            "ttft_beyond_factor": sum(r["published_ttft_ms"] is not None and not 1 / TTFT_FACTOR
+                                      <= r["predicted_ttft_ms"] / r["published_ttft_ms"] <= TTFT_FACTOR
+                                      for r in rows)}

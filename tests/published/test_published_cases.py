@@ -75,6 +75,10 @@ def _broken(tmp_path, edit):
     (lambda d: d["arms"][2]["accept_length"].update(loads=[1, 8, 32]), "arms[2].accept_length.loads"),
     (lambda d: d["arms"][2]["accept_length"].update(values=[2.41, 2.41]), "arms[2].accept_length.values"),
     (lambda d: d["arms"][1]["accept_length"].pop("how"), "arms[1].accept_length.how"),
+    (lambda d: d["arms"][0].update(ttft_ms={"values": [100, 200], "basis": "published", "how": "x"}),
+     "arms[0].ttft_ms.values"),
+    (lambda d: d["arms"][0].update(ttft_ms={"values": [100, 200, 300], "basis": "published"}),
+     "arms[0].ttft_ms.how"),
 ])
 def test_missing_provenance_names_file_line_and_field(tmp_path, edit, field):
     path = _broken(tmp_path, edit)
@@ -123,6 +127,12 @@ def test_every_case_runs_and_its_table_regenerates_identically(tmp_path, capsys)
         if r["case"].startswith("sglang"):
             assert abs(r["predicted_accept_length"] - r["published_accept_length"]) < 0.1, r
     assert "accepted length" in (first / "table.md").read_text()
+    # published first-token times (the ATOM nightly cases) sit beside the simulated ones, counted
+    ttft = [r for r in table["rows"] if r["published_ttft_ms"] is not None]
+    assert {r["case"] for r in ttft} >= {"atom-nightly-dsv4-pro-mi355x-mtp3",
+                                         "atom-nightly-dsv4-pro-mi355x-dpa-8k-dspark"}
+    assert all(r["predicted_ttft_ms"] > 0 for r in ttft) and table["summary"]["ttft_cells"] == len(ttft)
+    assert "time to first token" in (first / "table.md").read_text()
     _check_budget_rows(table, (first / "table.md").read_text())
 
 
@@ -407,3 +417,20 @@ def test_an_moe_interval_holds_the_per_token_reading(tmp_path):
     assert top_moe["load"] == 64
     assert top_moe["predicted_gain_low"] <= top_lin["predicted_gain_low"] + 1e-9
     assert top_moe["predicted_gain_low"] < top_moe["predicted_gain"]       # the moe point is above it
+
+
+def test_ttft_warning_names_the_loads_beyond_the_factor():
+    from types import SimpleNamespace
+
+    from dspark_sim.published.predict import TTFT_FACTOR, summary
+    from dspark_sim.published.report import _ttft_warning
+
+    arm = SimpleNamespace(name="none")
+    rows = [{"arm": "none", "baseline": True, "published_ttft_ms": pub, "predicted_ttft_ms": sim}
+            for pub, sim in [(100.0, 150.0), (100.0, 60.0)]]
+    assert _ttft_warning(rows, arm) == ""                  # within x/÷ 2 at every load: silent
+    rows.append({"arm": "none", "baseline": True, "published_ttft_ms": 4000.0, "predicted_ttft_ms": 100.0})
+    text = _ttft_warning(rows, arm)
+    assert "x0.025..x1.5" in text and f"1 of 3 loads beyond x/÷ {TTFT_FACTOR:g}" in text
+    s = summary(rows)
+    assert (s["ttft_cells"], s["ttft_beyond_factor"]) == (3, 1)
