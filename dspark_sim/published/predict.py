@@ -23,9 +23,9 @@ acceptance. Where drafting is priced from a shape and the baseline arm cannot se
 shipped case), the least favourable draw also takes draft_scale at the shape pricing's measured
 band (x SHAPE_PRICING_BAND, hardware/draft_cost.py) and the most favourable at its inverse, so the
 width also spans the drafter's cost. A baseline arm that drafts itself (MTP-1) has its own
-drafting scaled with it, on the target step that draw was solved with (first order: one MTP
-pass is priced at 2.62/43..2.62/61 of a step, 4-6%, so the side's MTP-1 arm is off by that share
-times the band's factor less the draw's own; not re-solved).
+drafting scaled with it, and the draw is re-solved at that price so that the side still meets
+the baseline arm's observations (`Calibration.resolve_draw`; until the seventeenth stop of issue
+41 the side kept the target step its draw was solved with at its own sampled price).
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def run_case(case: Case, effort: dict, progress: Callable[[str], None] | None = 
             draws = split_interval_draws(result, user_tokens_and_context(cal)[0], interval_draws)
         rows = _rows(case, result, cfg, paths, progress)
         if draws:
-            runs = _interval_runs(case, points, cfg, draws, paths, bounds)
+            runs = _interval_runs(case, points, cfg, draws, paths, bounds, result.defect_factors)
             if cfg.family.family == "moe":
                 runs.append(_per_token_reading(case, points, cfg, split, paths, bounds, progress))
             _add_intervals(case, rows, runs, cfg, progress)
@@ -254,7 +254,8 @@ def _rows(case: Case, result: FitResult, cfg: FitConfig, paths: dict[str, str],
 
 
 def _interval_runs(case: Case, points: list[LoadPoint], cfg: FitConfig, draws: list[dict[str, float]],
-                   paths: dict[str, str], bounds: dict[str, dict[str, str]]) -> list[tuple]:
+                   paths: dict[str, str], bounds: dict[str, dict[str, str]],
+                   factors: list[list[float]]) -> list[tuple]:
     """(profile, acceptance paths) per interval draw. The draw least favourable to speculation
     (lowest per-request share, first) runs with the highest eager cost of the case's eager_range
     and each arm's lowest acceptance, the most favourable (last) with the lowest eager cost and
@@ -262,14 +263,17 @@ def _interval_runs(case: Case, points: list[LoadPoint], cfg: FitConfig, draws: l
     case's eager cost and acceptance."""
     sides = [("low" if i == 0 else "high" if i == len(draws) - 1 else None) if len(draws) >= 2 else None
              for i in range(len(draws))]
-    return [_draw_run(case, points, cfg, d, paths, bounds, side) for d, side in zip(draws, sides)]
+    return [_draw_run(case, points, cfg, d, paths, bounds, side, factors) for d, side in zip(draws, sides)]
 
 
 def _draw_run(case: Case, points: list[LoadPoint], cfg: FitConfig, draw: dict[str, float],
-              paths: dict[str, str], bounds: dict[str, dict[str, str]], side: str | None) -> tuple:
+              paths: dict[str, str], bounds: dict[str, dict[str, str]], side: str | None,
+              factors: list[list[float]]) -> tuple:
     """(profile, acceptance paths) of one draw; on a `side` ("low" / "high") with the eager cost,
     each arm's acceptance and, where the baseline arm cannot see drafting, the draft pricing's
-    band at that end of the case's ranges (the band's centre between the sides)."""
+    band at that end of the case's ranges (the band's centre between the sides). A baseline arm
+    that drafts itself (MTP-1) has the draw re-solved at that price (`Calibration.resolve_draw`,
+    with the fit's defect correction `factors`), so it still meets the baseline's observations."""
     run_cfg = cfg
     if side is not None and case.eager_range is not None and case.cudagraph is not None:
         eager = case.eager_range[1] if side == "low" else case.eager_range[0]
@@ -279,7 +283,10 @@ def _draw_run(case: Case, points: list[LoadPoint], cfg: FitConfig, draw: dict[st
     cal = Calibration(points, run_cfg)
     if cal.draws_draft_scale:
         band = run_cfg.draft_band
-        draw = {**draw, "draft_scale": band if side == "low" else 1 / band if side == "high" else 1.0}
+        scale = band if side == "low" else 1 / band if side == "high" else 1.0
+        if cal.observations_draft and factors and scale != draw.get("draft_scale", 1.0):
+            draw = cal.resolve_draw(draw, factors, scale)
+        draw = {**draw, "draft_scale": scale}
     return cal.profile(draw), acc
 
 
@@ -291,7 +298,7 @@ def _per_token_reading(case: Case, points: list[LoadPoint], cfg: FitConfig, spli
     highest eager cost and the lowest acceptance, beside the `moe` draws."""
     cal, result = fit_reading(points, cfg, split, progress=progress)
     low = (split_interval_draws(result, user_tokens_and_context(cal)[0], 2) or [result.params])[0]
-    return _draw_run(case, points, cal.cfg, low, paths, bounds, "low")
+    return _draw_run(case, points, cal.cfg, low, paths, bounds, "low", result.defect_factors)
 
 
 def _add_intervals(case: Case, rows: list[dict], runs: list[tuple], cfg: FitConfig,

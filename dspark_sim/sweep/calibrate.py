@@ -76,6 +76,7 @@ class FitResult:
     draws: list[dict[str, float]] = field(default_factory=list)     # full parameter sets, bootstrap
     prior_share: dict[str, float] = field(default_factory=dict)     # posterior / prior log-spread
     observed_range: dict[str, list[float]] = field(default_factory=dict)
+    defect_factors: list[list[float]] = field(default_factory=list)   # simulator / surrogate, per point
 
     def residuals(self) -> list[dict[str, Any]]:
         """Per observation: observed, simulated (or fitted step) and relative errors."""
@@ -152,6 +153,12 @@ class Calibration:
                        "among them), so every draw takes draft_scale from the shape pricing's measured "
                        "band (10th..90th percentiles 1 / factor .. factor; hardware/draft_cost.py); the "
                        "point estimate keeps 1"}
+
+    @property
+    def observations_draft(self) -> bool:
+        """Whether some load point drafts (an MTP-1 baseline arm): its cost then depends on the
+        draft price, and a draw at another price must be re-solved (`resolve_draw`)."""
+        return bool(self._speculative())
 
     def _speculative(self) -> list[dict]:
         """The meta of the load points that draft (a drafter kind and drafts to verify)."""
@@ -262,6 +269,19 @@ class Calibration:
         return least_squares(resid, x0, bounds=(0.0, np.inf), x_scale=1.0, xtol=1e-12,
                              ftol=1e-12, gtol=1e-12, max_nfev=2000)
 
+    def resolve_draw(self, draw: dict[str, float], factors: list[list[float]],
+                     draft_scale: float) -> dict[str, float]:
+        """`draw` re-solved on the observations with drafting priced x `draft_scale` (a draw set
+        to another draft scale than the one it was solved with, where the observations draft
+        themselves, MTP-1 arms): the parameters with a prior keep the draw's values as centres, so
+        the split the draw stands for stays, and the others move until the observations are met
+        again under the new price (`factors`: the fit's defect correction, FitResult.defect_factors)."""
+        x0 = np.array([draw[p] for p in self.free]) / self.scale
+        priors = {**self.priors, **{p: draw[p] for p in self.prior_names}}
+        res = self.solve([np.asarray(f, dtype=float) for f in factors], x0=x0, priors=priors,
+                         draft_scale=draft_scale)
+        return {**self.full(self._vector(res.x)), "draft_scale": float(draft_scale)}
+
     def _load_key(self, i: int) -> tuple:
         """What makes two observations the same load (their numbers then say the same thing)."""
         p, m = self.points[i], self.meta[i]
@@ -330,7 +350,8 @@ class Calibration:
                          points=self.points, simulated=sims, uncertainty=spread,
                          bootstrap_method=method, bootstrap_kept=kept, singular_values=svals,
                          history=history, draws=draws[:self.cfg.keep_draws],
-                         prior_share=self._prior_share(draws), observed_range=self.observed_range())
+                         prior_share=self._prior_share(draws), observed_range=self.observed_range(),
+                         defect_factors=[np.asarray(f, dtype=float).tolist() for f in factors])
 
     def observed_range(self) -> dict[str, list[float]]:
         """Loads the fit saw: users and batch tokens per iteration (steady state), for flagging

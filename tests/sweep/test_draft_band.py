@@ -60,6 +60,30 @@ def test_observations_that_draft_solve_each_draw_with_its_own_scale():
     assert np.corrcoef(scales, step)[0, 1] < -0.5
 
 
+def test_a_draw_set_to_another_draft_price_is_re_solved_to_meet_the_observations_again():
+    """validate-published's interval sides set a draw's draft_scale to the band's ends; where the
+    observations draft (an MTP-1 baseline), `resolve_draw` re-solves the draw at that price: the
+    surrogate with the fit's defect correction meets the observations as the draw did, with a
+    cheaper target under dearer drafting, while plain observations do not draft at all."""
+    only_spec = _observed([p for p in _grid(spec_users=(4, 16, 64)) if p.policy != "ar"], TRUE)
+    cal = Calibration(only_spec, _cfg(bootstrap=8))
+    assert cal.observations_draft and not Calibration(_plain(), _cfg()).observations_draft
+    result = cal.fit()
+    factors = [np.asarray(f) for f in result.defect_factors]
+    assert len(factors) == len(only_spec)
+
+    def misfit(draw):
+        return max(float(np.max(np.abs(np.log(factors[i] * cal.surrogate(draw, i) / cal.observed(p)))))
+                   for i, p in enumerate(only_spec))
+
+    draw = {**result.params, "draft_scale": 1.0}
+    dear = cal.resolve_draw(draw, result.defect_factors, SHAPE_PRICING_BAND)
+    assert dear["draft_scale"] == SHAPE_PRICING_BAND
+    assert misfit({**draw, "draft_scale": SHAPE_PRICING_BAND}) > 2 * misfit(draw) + 0.01   # not re-solved: off
+    assert misfit(dear) < misfit(draw) + 0.01                                              # re-solved: met
+    assert dear["floor_s"] + 16 * dear["per_token_s"] < draw["floor_s"] + 16 * draw["per_token_s"]
+
+
 def test_the_band_is_off_where_the_cost_is_measured_fitted_free_or_turned_off():
     plain = _plain()
     assert not Calibration(plain, _cfg(draft_band=1.0)).draws_draft_scale
