@@ -11,7 +11,8 @@ from .budget_fit import describe as describe_budget_fit
 from .one_cell import as_dicts as one_cell_dicts
 from .one_cell import describe as describe_one_cell
 from .one_cell import summary as one_cell_summary
-from .predict import TTFT_FACTOR, CaseResult, summary
+from ..sweep.ttft_check import warning
+from .predict import CaseResult, summary
 
 
 def case_markdown(res: CaseResult) -> str:
@@ -73,7 +74,7 @@ def case_markdown(res: CaseResult) -> str:
             lines += ["", _beside(res.rows, arm, "ttft_ms", "time to first token (ms; published "
                                   f"{arm.ttft_ms.basis}: {arm.ttft_ms.how}; simulated: the median)",
                                   "a check of the prefill and admission the replay assumes", fmt=",.0f")
-                      + _ttft_warning(res.rows, arm)]
+                      + _ttft_warning(res.rows, arm).rstrip()]
     for fit in res.budget_fits:
         lines += ["", describe_budget_fit(fit, c, res.rows)]
     if res.one_cell:
@@ -95,18 +96,9 @@ def _beside(rows: list[dict], arm, key: str, what: str, why: str, fmt: str = ".2
 
 
 def _ttft_warning(rows: list[dict], arm) -> str:
-    """A sentence when the simulated time to first token is off the published by more than
-    TTFT_FACTOR at some load: the replay's prefill and admission are then not the engine's, and
-    a gain that moves the time requests wait for their first token is not established."""
-    ratios = [r["predicted_ttft_ms"] / r["published_ttft_ms"] for r in rows
-              if r["arm"] == arm.name and r["published_ttft_ms"]]
-    off = [q for q in ratios if not 1 / TTFT_FACTOR <= q <= TTFT_FACTOR]
-    if not off:
-        return ""
-    return (f" The simulated first tokens are x{min(ratios):.2g}..x{max(ratios):.2g} of the published "
-            f"({len(off)} of {len(ratios)} loads beyond x/÷ {TTFT_FACTOR:g}): the replay's prefill and "
-            "admission are not this engine's, and the baseline arm's throughput cannot show it, so a "
-            "gain that changes how long requests wait for their first token is not established here.")
+    """ttft_check.warning over the arm's published / simulated first-token times."""
+    return " " + warning([(r["published_ttft_ms"], r["predicted_ttft_ms"]) for r in rows
+                          if r["arm"] == arm.name and r["published_ttft_ms"]], "published")
 
 
 def _range_note(arm) -> str:

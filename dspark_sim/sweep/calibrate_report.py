@@ -12,6 +12,7 @@ from ..hardware.observations import LoadPoint
 from ..plots import new_figure, save_figure
 from .calibrate import Calibration, FitResult
 from .load_replay import simulate_load
+from .ttft_check import warning
 
 
 def max_abs_error(result: FitResult) -> float:
@@ -90,6 +91,9 @@ def report_markdown(result: FitResult) -> str:
         lines += ["", "TTFT (not fitted): " + "; ".join(
             f"{r['label'] or r['where']}: {r['observed_ttft_s'] * 1e3:.0f} ms observed, "
             f"{r['simulated_ttft_s'] * 1e3:.0f} ms simulated (p50)" for r in ttft)]
+        note = warning([(r["observed_ttft_s"], r["simulated_ttft_s"]) for r in ttft], "observed")
+        if note:
+            lines += ["", note]
     return "\n".join(lines) + "\n"
 
 

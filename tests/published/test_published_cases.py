@@ -422,15 +422,16 @@ def test_an_moe_interval_holds_the_per_token_reading(tmp_path):
 def test_ttft_warning_names_the_loads_beyond_the_factor():
     from types import SimpleNamespace
 
-    from dspark_sim.published.predict import TTFT_FACTOR, summary
+    from dspark_sim.published.predict import summary
     from dspark_sim.published.report import _ttft_warning
+    from dspark_sim.sweep.ttft_check import TTFT_FACTOR
 
     arm = SimpleNamespace(name="none")
     rows = [{"arm": "none", "baseline": True, "published_ttft_ms": pub, "predicted_ttft_ms": sim}
             for pub, sim in [(100.0, 150.0), (100.0, 60.0)]]
-    assert _ttft_warning(rows, arm) == ""                  # within x/÷ 2 at every load: silent
+    assert _ttft_warning(rows, arm).strip() == ""          # within x/÷ 2 at every load: silent
     rows.append({"arm": "none", "baseline": True, "published_ttft_ms": 4000.0, "predicted_ttft_ms": 100.0})
     text = _ttft_warning(rows, arm)
-    assert "x0.025..x1.5" in text and f"1 of 3 loads beyond x/÷ {TTFT_FACTOR:g}" in text
+    assert "x0.025..x1.5 of the published" in text and f"1 of 3 loads beyond x/÷ {TTFT_FACTOR:g}" in text
     s = summary(rows)
     assert (s["ttft_cells"], s["ttft_beyond_factor"]) == (3, 1)

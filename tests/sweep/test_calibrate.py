@@ -122,6 +122,12 @@ def test_cli_fits_vllm_result_files_and_writes_a_loadable_profile(tmp_path, caps
     assert {r["window"] for r in fit["residuals"] if r["kind"] == "load"} == {"whole-run"}
     assert main(["profiles", "check", str(out)]) == 0
     assert "profile fit report" in capsys.readouterr().out
+    # the result files' first tokens (50 ms) beside the replay's: reported, and called out only
+    # where they differ by more than x/÷ 2 (ttft_check.TTFT_FACTOR)
+    report = (tmp_path / "fit.fit.md").read_text()
+    assert "TTFT (not fitted)" in report and "50 ms observed" in report
+    sims = [r["simulated_ttft_s"] for r in fit["residuals"] if r["kind"] == "load"]
+    assert ("loads beyond x/÷ 2" in report) == any(not 0.025 <= s <= 0.1 for s in sims)
 
 
 @pytest.mark.parametrize("name, text, where, field", [
@@ -196,3 +202,13 @@ def test_a_whole_run_point_replays_its_run_and_measures_it_whole():
     wave = lambda n: 0.01 + 1e-3 * n * 20 + 49 * (0.01 + 1e-3 * n)  # noqa: E731
     assert w.throughput_tok_s_per_gpu == pytest.approx(20 * 50 / (2 * wave(8) + wave(4)), rel=1e-6)
     assert s.throughput_tok_s_per_gpu == pytest.approx(8 * 50 / wave(8), rel=1e-6)
+
+
+def test_ttft_check_calls_out_first_tokens_beyond_the_factor():
+    from dspark_sim.sweep.ttft_check import TTFT_FACTOR, beyond, warning
+
+    assert not beyond(1.0, TTFT_FACTOR) and not beyond(1.0, 1 / TTFT_FACTOR)
+    assert beyond(1.0, TTFT_FACTOR * 1.01) and beyond(1.0, 0.49)
+    assert warning([(0.2, 0.3), (0.2, 0.15)]) == ""
+    text = warning([(0.2, 0.3), (4.0, 0.1), (0.0, 0.1)], "published")   # a zero is not a measurement
+    assert "x0.025..x1.5 of the published (1 of 2 loads beyond" in text
