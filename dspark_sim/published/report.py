@@ -7,11 +7,11 @@ import numpy as np
 
 from ..fileio import write_json_atomic, write_text_atomic
 from ..plots import new_figure, save_figure
+from ..sweep.ttft_check import warning
 from .budget_fit import describe as describe_budget_fit
 from .one_cell import as_dicts as one_cell_dicts
 from .one_cell import describe as describe_one_cell
 from .one_cell import summary as one_cell_summary
-from ..sweep.ttft_check import warning
 from .predict import CaseResult, summary
 
 
