@@ -105,6 +105,12 @@ class PointRecord:
                 "iterations": self.iterations}
 
 
+# A burst whose R requests never decoded together without a prefill (their sends or prefills
+# staggered on a busy machine, or the iteration log written late) measured nothing at R: it is
+# sent again, at most this many times in all.
+DECODE_ATTEMPTS = 3
+
+
 class BurstTimer:
     """One server's bursts and what they measured: its log cursor, its samples per point (decode
     keys hold the iteration's tokens, R requests some of which draft; prefill keys the width)
@@ -122,11 +128,14 @@ class BurstTimer:
     def decode(self, context: int, prompts: list[list[int]], kind: str) -> None:
         """R = len(prompts) requests of `context` tokens decoding together: the steady
         iterations (no prefill, all R decoding) grouped by their tokens, each + the burst's
-        overhead per iteration."""
+        overhead per iteration; a burst with no such iteration is sent again (DECODE_ATTEMPTS)."""
         r, steps = len(prompts), self.grid.decode_steps
-        recs, it = self.burst(prompts, steps + 1)
-        steady = it[(it.ctx_requests == 0) & (it.gen_requests == r)]
-        if steady.empty or not len(it):
+        for _ in range(DECODE_ATTEMPTS):
+            recs, it = self.burst(prompts, steps + 1)
+            steady = it[(it.ctx_requests == 0) & (it.gen_requests == r)] if len(it) else it
+            if not steady.empty:
+                break
+        else:
             return
         overhead = _overhead(recs, it)
         model = float(np.median(steady.elapsed_ms)) / 1e3

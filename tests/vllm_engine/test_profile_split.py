@@ -55,3 +55,39 @@ def test_side_by_side_times_each_point_on_every_server_in_alternating_order():
     assert all(c[4] == same[c[3]] for c in decodes if c[1] == "random")   # the same prompts
     assert calls[-1] == ("plain", "prefill", 4)
     assert len(ticks) == grid.points(speculative=True)
+
+
+def test_a_decode_burst_that_never_decoded_together_is_sent_again(tmp_path):
+    """A burst whose R requests never shared a prefill-free iteration (sends staggered on a busy
+    machine) measured nothing at R: it is sent again, up to DECODE_ATTEMPTS in all, and the first
+    burst with steady iterations is the one recorded; one that never has any records nothing."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from dspark_sim.vllm.profile import DECODE_ATTEMPTS, BurstTimer, VLLMGrid
+
+    def iterations(steady: bool):
+        rows = [{"ctx_requests": 1, "gen_requests": 7, "gen_tokens": 7, "elapsed_ms": 30.0}]
+        if steady:
+            rows += [{"ctx_requests": 0, "gen_requests": 8, "gen_tokens": 8, "elapsed_ms": 20.0}] * 3
+        return pd.DataFrame(rows)
+
+    class Scripted(BurstTimer):
+        def __init__(self, answers):
+            super().__init__(SimpleNamespace(log_path=tmp_path / "none.log"),
+                             VLLMGrid(batches=(8,), contexts=(128,), prefill_chunks=(256,), decode_steps=4,
+                                      repeats=1, warmup=0), "plain")
+            self.answers, self.sent = list(answers), 0
+
+        def burst(self, prompts, max_tokens):
+            self.sent += 1
+            recs = [SimpleNamespace(sent_s=0.0, finish_s=0.2)]
+            return recs, iterations(self.answers.pop(0))
+
+    late = Scripted([False, True])
+    late.decode(128, [[1]] * 8, "random")
+    assert late.sent == 2 and [(p.requests, p.iterations) for p in late.records] == [(8, 3)]
+    never = Scripted([False] * DECODE_ATTEMPTS)
+    never.decode(128, [[1]] * 8, "random")
+    assert never.sent == DECODE_ATTEMPTS and never.records == []
