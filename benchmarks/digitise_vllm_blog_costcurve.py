@@ -100,16 +100,15 @@ def _parse_share(text: str):
     exit 2 naming what was expected."""
     from dspark_sim.errors import InputError
     from dspark_sim.hardware.draft_cost import parse_layer_shares
-    try:
-        share = parse_layer_shares(f"dspark={text}", overhead=1.0)["dspark"]
-    except InputError as exc:
-        share = None
-        why = str(exc)
-    if share is None or ":" not in text:
-        print(f"--draft-share: expected D/L:G (drafter layers / target layers : tokens per request), "
-              f"got {text!r}" + (f" ({why})" if share is None else ""), file=sys.stderr)
-        sys.exit(2)
-    return share
+    why = ""
+    if ":" in text:                                   # a block drafter's width is required here
+        try:
+            return parse_layer_shares(f"dspark={text}", overhead=1.0)["dspark"]
+        except InputError as exc:
+            why = f" ({exc})"
+    print(f"--draft-share: expected D/L:G (drafter layers / target layers : tokens per request), "
+          f"got {text!r}{why}", file=sys.stderr)
+    sys.exit(2)
 
 
 def main(path: str, draft_share: str | None) -> None:

@@ -71,10 +71,10 @@ def case_markdown(res: CaseResult) -> str:
                                   f"the bonus included; {arm.accept_length_note})",
                                   "a check of the inputs and of the policy's budget")]
         if arm.ttft_ms is not None:
-            lines += ["", _beside(res.rows, arm, "ttft_ms", "time to first token (ms; published "
-                                  f"{arm.ttft_ms.basis}: {arm.ttft_ms.how}; simulated: the median)",
-                                  "a check of the prefill and admission the replay assumes", fmt=",.0f")
-                      + _ttft_warning(res.rows, arm).rstrip()]
+            beside = _beside(res.rows, arm, "ttft_ms", "time to first token (ms; published "
+                             f"{arm.ttft_ms.basis}: {arm.ttft_ms.how}; simulated: the median)",
+                             "a check of the prefill and admission the replay assumes", fmt=",.0f")
+            lines += ["", " ".join(filter(None, (beside, _ttft_warning(res.rows, arm))))]
     for fit in res.budget_fits:
         lines += ["", describe_budget_fit(fit, c, res.rows)]
     if res.one_cell:
@@ -97,8 +97,8 @@ def _beside(rows: list[dict], arm, key: str, what: str, why: str, fmt: str = ".2
 
 def _ttft_warning(rows: list[dict], arm) -> str:
     """ttft_check.warning over the arm's published / simulated first-token times."""
-    return " " + warning([(r["published_ttft_ms"], r["predicted_ttft_ms"]) for r in rows
-                          if r["arm"] == arm.name and r["published_ttft_ms"]], "published")
+    return warning([(r["published_ttft_ms"], r["predicted_ttft_ms"]) for r in rows
+                    if r["arm"] == arm.name and r["published_ttft_ms"]], "published")
 
 
 def _range_note(arm) -> str:
